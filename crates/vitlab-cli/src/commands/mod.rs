@@ -1,0 +1,48 @@
+//! One module per subcommand.
+
+pub mod models;
+
+use std::str::FromStr;
+
+/// Output formats shared by listing commands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Csv,
+    Json,
+}
+
+/// clap value parser for vitlab's named enums (their `FromStr` errors list the accepted values).
+pub fn parse_named<T: FromStr<Err = vitlab::Error>>(s: &str) -> Result<T, String> {
+    s.parse::<T>().map_err(|e| match e {
+        vitlab::Error::Config { message, .. } => message,
+        other => other.to_string(),
+    })
+}
+
+/// Renders rows as an aligned text table.
+pub fn render_table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        cells
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(i, (c, w))| if i == 0 { format!("{c:<w$}") } else { format!("{c:>w$}") })
+            .collect::<Vec<_>>()
+            .join("  ")
+    };
+    let mut out = line(header.to_vec());
+    out.push('\n');
+    out.push_str(&widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>().join("  "));
+    for row in rows {
+        out.push('\n');
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}

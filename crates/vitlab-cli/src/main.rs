@@ -1,0 +1,35 @@
+//! `vitlab`: the command-line program. A thin layer over the `vitlab` library:
+//! each subcommand parses its flags, calls the library, and prints.
+
+mod commands;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "vitlab", version, about = "Train, probe and compare Vision Transformers")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List every block variant x size with its dimensions and parameter count.
+    Models(commands::models::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Models(args) => commands::models::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

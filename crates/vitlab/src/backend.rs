@@ -1,0 +1,106 @@
+//! Run-time backend selection. The binary picks a [`Device`] once, at its edge;
+//! everything below takes `&Device`.
+
+use std::fmt;
+use std::str::FromStr;
+
+use burn::tensor::Device;
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// The compute backends vitlab knows. Which ones exist depends on cargo features.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// burn's pure-Rust CPU backend; always built.
+    Flex,
+    /// LibTorch on the CPU (cargo feature `tch`).
+    Tch,
+    /// LibTorch on CUDA device 0 (cargo feature `tch`, a CUDA libtorch).
+    TchCuda,
+    /// burn's CubeCL CUDA backend (cargo feature `cuda`).
+    Cuda,
+}
+
+impl Backend {
+    pub const ALL: [Backend; 4] = [Backend::Flex, Backend::Tch, Backend::TchCuda, Backend::Cuda];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Flex => "flex",
+            Backend::Tch => "tch",
+            Backend::TchCuda => "tch-cuda",
+            Backend::Cuda => "cuda",
+        }
+    }
+
+    /// Whether this binary was compiled with the backend.
+    pub fn compiled(self) -> bool {
+        match self {
+            Backend::Flex => true,
+            Backend::Tch | Backend::TchCuda => cfg!(feature = "tch"),
+            Backend::Cuda => cfg!(feature = "cuda"),
+        }
+    }
+
+    /// The CPU backends compiled into this binary, fastest-first preference aside.
+    pub fn compiled_cpu() -> Vec<Backend> {
+        [Backend::Flex, Backend::Tch]
+            .into_iter()
+            .filter(|b| b.compiled())
+            .collect()
+    }
+
+    /// The device (without autodiff) for this backend.
+    pub fn device(self) -> Result<Device> {
+        if !self.compiled() {
+            let feature = match self {
+                Backend::Tch | Backend::TchCuda => "tch",
+                Backend::Cuda => "cuda",
+                Backend::Flex => unreachable!("flex is always compiled"),
+            };
+            return Err(Error::Backend {
+                name: self.name().into(),
+                message: format!(
+                    "this vitlab binary was built without it; rebuild with `--features {feature}`"
+                ),
+            });
+        }
+        Ok(self.device_unchecked())
+    }
+
+    #[allow(deprecated)] // burn marks LibTorch deprecated; it is our CPU fast path.
+    fn device_unchecked(self) -> Device {
+        match self {
+            #[cfg(feature = "tch")]
+            Backend::Tch => Device::libtorch(),
+            #[cfg(feature = "tch")]
+            Backend::TchCuda => Device::libtorch_cuda(0),
+            #[cfg(feature = "cuda")]
+            Backend::Cuda => Device::cuda(0),
+            _ => Device::flex(),
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Backend {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Backend::ALL
+            .into_iter()
+            .find(|b| b.name() == s)
+            .ok_or_else(|| {
+                Error::config(
+                    "backend",
+                    format!("unknown backend {s:?}; expected one of flex, tch, tch-cuda, cuda"),
+                )
+            })
+    }
+}

@@ -1,0 +1,52 @@
+//! One error type for the library: every message names what was wrong and where.
+
+use std::path::PathBuf;
+
+/// Errors returned by vitlab's library APIs.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A configuration value is invalid; `field` names the config key.
+    #[error("invalid config: {field}: {message}")]
+    Config { field: String, message: String },
+
+    /// A weight file does not fit the model.
+    #[error("{path}: {message}")]
+    Weights { path: PathBuf, message: String },
+
+    /// An I/O error on a named file.
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A backend was asked for that this binary was not built with, or failed to start.
+    #[error("backend {name}: {message}")]
+    Backend { name: String, message: String },
+}
+
+impl Error {
+    pub fn config(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Config {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    pub fn weights(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
+        Error::Weights {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,15 @@
+//! vitlab: train, probe and compare Vision Transformers.
+//!
+//! The crate is organised by concern:
+//! - [`models`]: the model zoo (one configurable ViT definition, size presets,
+//!   block variants of the ViT-22B family) and weight files;
+//! - [`backend`]: choosing the compute device (flex, LibTorch, CUDA) at run time;
+//! - [`error`]: the error type every fallible API returns.
+//!
+//! Model code never names a backend: tensors carry their device.
+
+pub mod backend;
+pub mod error;
+pub mod models;
+
+pub use error::{Error, Result};

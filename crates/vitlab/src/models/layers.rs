@@ -1,0 +1,230 @@
+//! The building blocks shared by every model: LayerNorm variants, the MLP,
+//! multi-head self-attention with optional QK-norm, and attention pooling.
+
+use burn::module::{Module, Param};
+use burn::nn::{Initializer, Linear, LinearConfig};
+use burn::tensor::activation::{gelu, softmax};
+use burn::tensor::module::layer_norm;
+use burn::tensor::{Device, Tensor};
+
+use super::config::Init;
+
+/// How a Linear layer's weights start.
+pub(crate) fn linear(init: Init, d_in: usize, d_out: usize, bias: bool, device: &Device) -> Linear {
+    let config = LinearConfig::new(d_in, d_out).with_bias(bias);
+    let mut layer = match init {
+        // PyTorch's default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weight and bias,
+        // which is burn's default Linear initializer too.
+        Init::Paper => config.init(device),
+        Init::Timm => config
+            .with_initializer(Initializer::Normal {
+                mean: 0.0,
+                std: 0.02,
+            })
+            .init(device),
+    };
+    if init == Init::Timm {
+        layer.bias = layer
+            .bias
+            .map(|b| Param::from_tensor(Tensor::zeros(b.dims(), device)));
+    }
+    layer
+}
+
+/// Which parameters a LayerNorm carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Affine {
+    /// Scale and shift (standard LayerNorm).
+    Full,
+    /// Scale only (ViT-22B's LayerNorms have no bias).
+    Scale,
+    /// No parameters.
+    None,
+}
+
+/// LayerNorm over the last axis, with optional scale, optional bias and optional
+/// centring (`center = false` normalises by the root mean square instead).
+#[derive(Module, Debug)]
+pub struct Norm {
+    pub weight: Option<Param<Tensor<1>>>,
+    pub bias: Option<Param<Tensor<1>>>,
+    #[module(skip)]
+    dim: usize,
+    #[module(skip)]
+    eps: f64,
+    #[module(skip)]
+    center: bool,
+}
+
+impl Norm {
+    pub fn new(dim: usize, affine: Affine, center: bool, eps: f64, device: &Device) -> Self {
+        let weight = (affine != Affine::None).then(|| Param::from_tensor(Tensor::ones([dim], device)));
+        let bias = (affine == Affine::Full).then(|| Param::from_tensor(Tensor::zeros([dim], device)));
+        Norm {
+            weight,
+            bias,
+            dim,
+            eps,
+            // Without a scale there is nothing to drop centring from: the 22B option
+            // applies to the affine norms only.
+            center: center || affine == Affine::None,
+        }
+    }
+
+    pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        let weight = self.weight.as_ref().map(|w| w.val());
+        if self.center {
+            let gamma = weight.unwrap_or_else(|| Tensor::ones([self.dim], &x.device()));
+            layer_norm(x, gamma, self.bias.as_ref().map(|b| b.val()), self.eps)
+        } else {
+            let rms = x.clone().powi_scalar(2).mean_dim(D - 1).add_scalar(self.eps).sqrt();
+            let y = x / rms;
+            let y = match weight {
+                Some(w) => y * w.unsqueeze(),
+                None => y,
+            };
+            match &self.bias {
+                Some(b) => y + b.val().unsqueeze(),
+                None => y,
+            }
+        }
+    }
+}
+
+/// `fc2(GELU(fc1(x)))`.
+#[derive(Module, Debug)]
+pub struct Mlp {
+    pub fc1: Linear,
+    pub fc2: Linear,
+}
+
+impl Mlp {
+    pub fn new(init: Init, dim: usize, hidden: usize, device: &Device) -> Self {
+        Mlp {
+            fc1: linear(init, dim, hidden, true, device),
+            fc2: linear(init, hidden, dim, true, device),
+        }
+    }
+
+    pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+        self.fc2.forward(gelu(self.fc1.forward(x)))
+    }
+}
+
+/// Scaled dot-product attention over `[B, H, T, hd]` tensors; returns `[B, T, H*hd]`.
+fn attend(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, scale: f64) -> Tensor<3> {
+    let [b, h, t, hd] = q.dims();
+    let logits = q.matmul(k.swap_dims(2, 3)).mul_scalar(scale);
+    let weights = softmax(logits, 3);
+    weights.matmul(v).swap_dims(1, 2).reshape([b, t, h * hd])
+}
+
+/// Multi-head self-attention: one fused QKV projection, optional QK-norm.
+#[derive(Module, Debug)]
+pub struct Attention {
+    pub qkv: Linear,
+    pub q_norm: Option<Norm>,
+    pub k_norm: Option<Norm>,
+    pub proj: Linear,
+    #[module(skip)]
+    heads: usize,
+    #[module(skip)]
+    scale: f64,
+}
+
+/// Options of [`Attention::new`].
+#[derive(Clone, Copy, Debug)]
+pub struct AttentionOptions {
+    pub dim: usize,
+    pub heads: usize,
+    pub qkv_bias: bool,
+    /// The LayerNorm applied to each head's queries and keys, if any.
+    pub qk_norm: Option<(Affine, bool)>,
+    pub scale: f64,
+    pub norm_eps: f64,
+    pub init: Init,
+}
+
+impl Attention {
+    pub fn new(o: AttentionOptions, device: &Device) -> Self {
+        let head_dim = o.dim / o.heads;
+        let qk = |_| o.qk_norm.map(|(affine, center)| Norm::new(head_dim, affine, center, o.norm_eps, device));
+        Attention {
+            qkv: linear(o.init, o.dim, 3 * o.dim, o.qkv_bias, device),
+            q_norm: qk(0),
+            k_norm: qk(1),
+            proj: linear(o.init, o.dim, o.dim, true, device),
+            heads: o.heads,
+            scale: o.scale,
+        }
+    }
+
+    pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+        let [b, t, d] = x.dims();
+        let (h, hd) = (self.heads, d / self.heads);
+        // [B, T, 3, H, hd] -> [3, B, H, T, hd]
+        let qkv = self
+            .qkv
+            .forward(x)
+            .reshape([b, t, 3, h, hd])
+            .permute([2, 0, 3, 1, 4]);
+        let mut parts = qkv.chunk(3, 0).into_iter().map(|p| p.squeeze_dim::<4>(0));
+        let (q, k, v) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
+        let q = match &self.q_norm {
+            Some(n) => n.forward(q),
+            None => q,
+        };
+        let k = match &self.k_norm {
+            Some(n) => n.forward(k),
+            None => k,
+        };
+        self.proj.forward(attend(q, k, v, self.scale))
+    }
+}
+
+/// Multi-head attention pooling (big_vision's MAPHead): a learned probe attends
+/// over the tokens, followed by a residual MLP.
+#[derive(Module, Debug)]
+pub struct MapPool {
+    pub probe: Param<Tensor<3>>,
+    pub q: Linear,
+    pub kv: Linear,
+    pub proj: Linear,
+    pub norm: Norm,
+    pub mlp: Mlp,
+    #[module(skip)]
+    heads: usize,
+}
+
+impl MapPool {
+    pub fn new(init: Init, dim: usize, mlp_dim: usize, heads: usize, eps: f64, device: &Device) -> Self {
+        let probe = Tensor::random([1, 1, dim], burn::tensor::Distribution::Normal(0.0, 0.02), device);
+        MapPool {
+            probe: Param::from_tensor(probe),
+            q: linear(init, dim, dim, true, device),
+            kv: linear(init, dim, 2 * dim, true, device),
+            proj: linear(init, dim, dim, true, device),
+            norm: Norm::new(dim, Affine::Full, true, eps, device),
+            mlp: Mlp::new(init, dim, mlp_dim, device),
+            heads,
+        }
+    }
+
+    /// `[B, T, D]` tokens to `[B, D]`.
+    pub fn forward(&self, x: Tensor<3>) -> Tensor<2> {
+        let [b, t, d] = x.dims();
+        let (h, hd) = (self.heads, d / self.heads);
+        let q = self
+            .q
+            .forward(self.probe.val())
+            .reshape([1, 1, h, hd])
+            .swap_dims(1, 2)
+            .repeat_dim(0, b);
+        let kv = self.kv.forward(x).reshape([b, t, 2, h, hd]).permute([2, 0, 3, 1, 4]);
+        let mut parts = kv.chunk(2, 0).into_iter().map(|p| p.squeeze_dim::<4>(0));
+        let (k, v) = (parts.next().unwrap(), parts.next().unwrap());
+        let y = self.proj.forward(attend(q, k, v, (hd as f64).powf(-0.5)));
+        let y = y.clone() + self.mlp.forward(self.norm.forward(y));
+        y.reshape([b, d])
+    }
+}

@@ -1,0 +1,290 @@
+//! The Vision Transformer and the ViT-22B block family, from one configurable
+//! definition (docs/MODELS.md states it in full).
+
+use burn::module::{Module, Param};
+use burn::nn::{BatchNorm, BatchNormConfig, Linear};
+use burn::tensor::activation::gelu;
+use burn::tensor::{Device, Distribution, Tensor};
+
+use super::config::{AttnScale, BlockVariant, HeadKind, Init, ModelConfig, Pool};
+use super::layers::{linear, Affine, Attention, AttentionOptions, MapPool, Mlp, Norm};
+use crate::Result;
+
+/// Everything a block needs to know; derived from a [`ModelConfig`].
+#[derive(Clone, Copy, Debug)]
+pub struct BlockConfig {
+    pub variant: BlockVariant,
+    pub dim: usize,
+    pub mlp_dim: usize,
+    pub heads: usize,
+    pub qkv_bias: bool,
+    pub attn_scale: AttnScale,
+    pub norm_eps: f64,
+    pub norm_center: bool,
+    pub init: Init,
+}
+
+impl BlockConfig {
+    pub fn from_model(c: &ModelConfig) -> Self {
+        BlockConfig {
+            variant: c.block,
+            dim: c.dim,
+            mlp_dim: c.mlp_dim,
+            heads: c.heads,
+            qkv_bias: c.qkv_bias,
+            attn_scale: c.attn_scale,
+            norm_eps: c.norm_eps,
+            norm_center: c.norm_center,
+            init: c.init,
+        }
+    }
+
+    fn scale(&self) -> f64 {
+        match self.attn_scale {
+            AttnScale::Head => ((self.dim / self.heads) as f64).powf(-0.5),
+            AttnScale::Width => (self.dim as f64).powf(-0.5),
+        }
+    }
+
+    /// The affine form of this family's LayerNorms: ViT-22B drops biases.
+    fn affine(&self) -> Affine {
+        if self.variant.is_22b() {
+            Affine::Scale
+        } else {
+            Affine::Full
+        }
+    }
+}
+
+/// One transformer block; which optional parts exist depends on the variant:
+///
+/// - `vit`:         x = x + Attn(norm1(x)); x = x + MLP(norm2(x))
+/// - `vit22b`:      h = norm1(x); x = x + Attn(h) + MLP(h)
+/// - `vit22b-ln`:   h = norm1(x); x = x + Attn(h) + mlp_norm(MLP(h))
+/// - `vit22b-code`: x = x + out_norm(Attn(x) + MLP(x))
+#[derive(Module, Debug)]
+pub struct Block {
+    pub norm1: Option<Norm>,
+    pub norm2: Option<Norm>,
+    pub attn: Attention,
+    pub mlp: Mlp,
+    pub mlp_norm: Option<Norm>,
+    pub out_norm: Option<Norm>,
+    #[module(skip)]
+    variant: BlockVariant,
+}
+
+impl Block {
+    pub fn new(c: &BlockConfig, device: &Device) -> Self {
+        use BlockVariant::*;
+        let norm = |affine| Some(Norm::new(c.dim, affine, c.norm_center, c.norm_eps, device));
+        let qk_norm = match c.variant {
+            Vit => None,
+            Vit22b | Vit22bLn => Some((Affine::Scale, c.norm_center)),
+            Vit22bCode => Some((Affine::None, true)),
+        };
+        let attn = Attention::new(
+            AttentionOptions {
+                dim: c.dim,
+                heads: c.heads,
+                qkv_bias: c.qkv_bias,
+                qk_norm,
+                scale: c.scale(),
+                norm_eps: c.norm_eps,
+                init: c.init,
+            },
+            device,
+        );
+        Block {
+            norm1: matches!(c.variant, Vit | Vit22b | Vit22bLn).then(|| norm(c.affine())).flatten(),
+            norm2: (c.variant == Vit).then(|| norm(c.affine())).flatten(),
+            attn,
+            mlp: Mlp::new(c.init, c.dim, c.mlp_dim, device),
+            mlp_norm: (c.variant == Vit22bLn).then(|| norm(c.affine())).flatten(),
+            out_norm: (c.variant == Vit22bCode).then(|| norm(Affine::None)).flatten(),
+            variant: c.variant,
+        }
+    }
+
+    pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+        fn apply(norm: &Option<Norm>, x: Tensor<3>) -> Tensor<3> {
+            match norm {
+                Some(n) => n.forward(x),
+                None => x,
+            }
+        }
+        match self.variant {
+            BlockVariant::Vit => {
+                let x = x.clone() + self.attn.forward(apply(&self.norm1, x));
+                x.clone() + self.mlp.forward(apply(&self.norm2, x))
+            }
+            BlockVariant::Vit22b | BlockVariant::Vit22bLn => {
+                let h = apply(&self.norm1, x.clone());
+                let mlp = apply(&self.mlp_norm, self.mlp.forward(h.clone()));
+                x + self.attn.forward(h) + mlp
+            }
+            BlockVariant::Vit22bCode => {
+                let branches = self.attn.forward(x.clone()) + self.mlp.forward(x.clone());
+                x + apply(&self.out_norm, branches)
+            }
+        }
+    }
+}
+
+/// A ViT classifier: patch embedding, blocks, final norm, pooling, head.
+#[derive(Module, Debug)]
+pub struct Vit {
+    pub patch_embed: Linear,
+    pub cls_token: Option<Param<Tensor<3>>>,
+    pub pos_embed: Param<Tensor<3>>,
+    pub blocks: Vec<Block>,
+    pub norm: Option<Norm>,
+    pub map: Option<MapPool>,
+    pub head_hidden: Option<Linear>,
+    pub head_bn: Option<BatchNorm>,
+    pub head: Linear,
+    #[module(skip)]
+    patch_size: usize,
+}
+
+impl Vit {
+    /// Builds a randomly initialised model; fails if the configuration is invalid.
+    pub fn new(c: &ModelConfig, device: &Device) -> Result<Self> {
+        c.validate()?;
+        let d = c.dim;
+        let embed_std = match c.init {
+            Init::Paper => 1.0,
+            Init::Timm => 0.02,
+        };
+        let cls_std = match c.init {
+            Init::Paper => 1.0,
+            Init::Timm => 1e-6,
+        };
+        let normal = |shape: [usize; 3], std: f64| {
+            Param::from_tensor(Tensor::random(shape, Distribution::Normal(0.0, std), device))
+        };
+        let block_config = BlockConfig::from_model(c);
+        let affine = block_config.affine();
+        let paper_head = c.head == HeadKind::Paper;
+        Ok(Vit {
+            patch_embed: linear(c.init, c.patch_size * c.patch_size * c.channels, d, true, device),
+            cls_token: (c.pool == Pool::Cls).then(|| normal([1, 1, d], cls_std)),
+            pos_embed: normal([1, c.num_tokens(), d], embed_std),
+            blocks: (0..c.depth).map(|_| Block::new(&block_config, device)).collect(),
+            norm: c
+                .final_norm
+                .then(|| Norm::new(d, affine, c.norm_center, c.norm_eps, device)),
+            map: (c.pool == Pool::Map)
+                .then(|| MapPool::new(c.init, d, c.mlp_dim, c.heads, c.norm_eps, device)),
+            head_hidden: paper_head.then(|| linear(c.init, d, c.mlp_dim, true, device)),
+            head_bn: (paper_head && c.block == BlockVariant::Vit22bCode)
+                .then(|| BatchNormConfig::new(c.mlp_dim).init(device)),
+            head: linear(
+                c.init,
+                if paper_head { c.mlp_dim } else { d },
+                c.num_classes,
+                true,
+                device,
+            ),
+            patch_size: c.patch_size,
+        })
+    }
+
+    /// `[B, C, H, W]` images to `[B, N, p*p*C]` patches in (p1, p2, c) order.
+    pub fn patchify(&self, images: Tensor<4>) -> Tensor<3> {
+        let [b, c, h, w] = images.dims();
+        let p = self.patch_size;
+        let (gh, gw) = (h / p, w / p);
+        images
+            .reshape([b, c, gh, p, gw, p])
+            .permute([0, 2, 4, 3, 5, 1])
+            .reshape([b, gh * gw, p * p * c])
+    }
+
+    /// Token states after the last block (before the final norm).
+    pub fn trunk(&self, images: Tensor<4>) -> Tensor<3> {
+        let mut x = self.patch_embed.forward(self.patchify(images));
+        if let Some(cls) = &self.cls_token {
+            let [b, _, d] = x.dims();
+            x = Tensor::cat(vec![cls.val().expand([b, 1, d]), x], 1);
+        }
+        x = x + self.pos_embed.val();
+        for block in &self.blocks {
+            x = block.forward(x);
+        }
+        x
+    }
+
+    /// Pooled features `[B, D]` from the trunk's tokens.
+    pub fn pool(&self, tokens: Tensor<3>) -> Tensor<2> {
+        let x = match &self.norm {
+            Some(n) => n.forward(tokens),
+            None => tokens,
+        };
+        let [b, _, d] = x.dims();
+        if let Some(map) = &self.map {
+            map.forward(x)
+        } else if self.cls_token.is_some() {
+            x.narrow(1, 0, 1).reshape([b, d])
+        } else {
+            x.mean_dim(1).reshape([b, d])
+        }
+    }
+
+    /// Class logits `[B, classes]` from pooled features.
+    pub fn classify(&self, features: Tensor<2>) -> Tensor<2> {
+        let Some(hidden) = &self.head_hidden else {
+            return self.head.forward(features);
+        };
+        let mut x = hidden.forward(features);
+        if let Some(bn) = &self.head_bn {
+            x = bn.forward(x);
+        }
+        self.head.forward(gelu(x))
+    }
+
+    /// `[B, C, H, W]` images to `[B, classes]` logits.
+    pub fn forward(&self, images: Tensor<4>) -> Tensor<2> {
+        self.classify(self.pool(self.trunk(images)))
+    }
+}
+
+/// Exact parameter count of a configuration (trainable parameters, as PyTorch's
+/// `sum(p.numel() for p in model.parameters())`), without building the model.
+pub fn param_count(c: &ModelConfig) -> usize {
+    let (d, m, k) = (c.dim, c.mlp_dim, c.num_classes);
+    let lin = |i: usize, o: usize, bias: bool| i * o + if bias { o } else { 0 };
+    let norm = |n: usize, affine: Affine| match affine {
+        Affine::Full => 2 * n,
+        Affine::Scale => n,
+        Affine::None => 0,
+    };
+    let affine = BlockConfig::from_model(c).affine();
+    let hd = c.head_dim();
+    let attn = lin(d, 3 * d, c.qkv_bias) + lin(d, d, true);
+    let mlp = lin(d, m, true) + lin(m, d, true);
+    let block_norms = match c.block {
+        BlockVariant::Vit => 2 * norm(d, affine),
+        BlockVariant::Vit22b => norm(d, affine) + 2 * norm(hd, affine),
+        BlockVariant::Vit22bLn => 2 * norm(d, affine) + 2 * norm(hd, affine),
+        BlockVariant::Vit22bCode => 0,
+    };
+    let block = attn + mlp + block_norms;
+    let stem = lin(c.patch_size * c.patch_size * c.channels, d, true)
+        + c.num_tokens() * d
+        + if c.pool == Pool::Cls { d } else { 0 };
+    let final_norm = if c.final_norm { norm(d, affine) } else { 0 };
+    let map = if c.pool == Pool::Map {
+        d + lin(d, d, true) + lin(d, 2 * d, true) + lin(d, d, true) + 2 * d + mlp
+    } else {
+        0
+    };
+    let head = match c.head {
+        HeadKind::Linear => lin(d, k, true),
+        HeadKind::Paper => {
+            let bn = if c.block == BlockVariant::Vit22bCode { 2 * m } else { 0 };
+            lin(d, m, true) + bn + lin(m, k, true)
+        }
+    };
+    stem + c.depth * block + final_norm + map + head
+}

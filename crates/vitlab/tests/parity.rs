@@ -1,0 +1,244 @@
+//! Numerical parity with the PyTorch reference (tools/make_fixtures.py): outputs
+//! within 1e-4 and gradients within 1e-3 of the reference, each relative to the
+//! reference tensor's max |value|, on every compiled CPU backend.
+
+mod common;
+
+use burn::module::Module;
+use burn::tensor::{Device, Tensor};
+use common::{assert_close, assert_close_scaled, backends, host, tensor, Fixture};
+use vitlab::models::weights::{
+    apply, apply_deterministic, collect_grads, deterministic_values, load_file, write_safetensors,
+    Layout,
+};
+use vitlab::models::{AttnScale, Block, BlockConfig, HeadKind, Init, ModelConfig, Pool, Vit};
+
+const OUT_TOL: f64 = 1e-4;
+const GRAD_TOL: f64 = 1e-3;
+
+fn model_config(f: &Fixture) -> ModelConfig {
+    ModelConfig {
+        block: f.str("variant").parse().unwrap(),
+        depth: f.usize("depth"),
+        dim: f.usize("dim"),
+        mlp_dim: f.usize("mlp_dim"),
+        heads: f.usize("heads"),
+        image_size: f.usize("image_size"),
+        patch_size: f.usize("patch_size"),
+        channels: f.usize("channels"),
+        num_classes: f.usize("num_classes"),
+        pool: f.str("pool").parse::<Pool>().unwrap(),
+        head: f.str("head").parse::<HeadKind>().unwrap(),
+        attn_scale: f.str("attn_scale").parse::<AttnScale>().unwrap(),
+        final_norm: f.bool("final_norm"),
+        qkv_bias: f.bool("qkv_bias"),
+        norm_eps: f.f64("norm_eps"),
+        norm_center: f.bool("norm_center"),
+        init: Init::Timm,
+    }
+}
+
+fn block_config(f: &Fixture) -> BlockConfig {
+    BlockConfig {
+        variant: f.str("variant").parse().unwrap(),
+        dim: f.usize("dim"),
+        mlp_dim: f.usize("mlp_dim"),
+        heads: f.usize("heads"),
+        qkv_bias: f.bool("qkv_bias"),
+        attn_scale: f.str("attn_scale").parse().unwrap(),
+        norm_eps: f.f64("norm_eps"),
+        norm_center: f.bool("norm_center"),
+        init: Init::Timm,
+    }
+}
+
+/// Loads the fixture's weights (stored or deterministic) into `module`.
+fn with_weights<M: Module>(f: &Fixture, module: M) -> M {
+    if f.meta.get("weights").map(String::as_str) == Some("det") {
+        apply_deterministic(module)
+    } else {
+        apply(module, &f.group("param"), std::path::Path::new(&f.name)).unwrap()
+    }
+}
+
+/// Compares the forward output, then the gradients of sum(output * loss_weight)
+/// w.r.t. the input and every parameter.
+fn check_forward_backward<M: Module, const D: usize, const O: usize>(
+    f: &Fixture,
+    backend: &str,
+    device: &Device,
+    module: M,
+    forward: impl Fn(&M, Tensor<D>) -> Tensor<O>,
+) {
+    let ad = device.clone().autodiff();
+    let module = with_weights(f, module.to_device(&ad).train());
+    let input = tensor::<D>(f.get("input"), &ad).require_grad();
+    let output = forward(&module, input.clone());
+    let what = format!("{} [{backend}]", f.name);
+    assert_close(&format!("{what} output"), &host(output.clone()), f.get("output"), OUT_TOL);
+
+    let loss = (output * tensor::<O>(f.get("loss_weight"), &ad)).sum();
+    let grads = loss.backward();
+    let grad_input = input.grad(&grads).expect("input gradient");
+    assert_close(&format!("{what} grad.input"), &host(grad_input), f.get("grad.input"), GRAD_TOL);
+    let expected = f.group("grad");
+    let actual = collect_grads(&module, &grads);
+    // A gradient that is exactly zero in exact arithmetic (a bias right before
+    // BatchNorm) is float noise in both implementations: such tensors (max |ref|
+    // below 1e-6 of the model's largest gradient) are compared on the scale of
+    // the model's largest gradient instead of their own.
+    let global = expected.values().flat_map(|t| &t.data).fold(0f32, |m, v| m.max(v.abs()));
+    let mut checked = 0;
+    for (key, exp) in &expected {
+        if key == "input" {
+            continue;
+        }
+        let act = actual
+            .get(key)
+            .unwrap_or_else(|| panic!("{what}: no gradient for parameter {key}"));
+        let own = exp.data.iter().fold(0f32, |m, v| m.max(v.abs()));
+        if own < 1e-6 * global {
+            assert_close_scaled(&format!("{what} grad.{key}"), act, exp, GRAD_TOL, global as f64);
+        } else {
+            assert_close(&format!("{what} grad.{key}"), act, exp, GRAD_TOL);
+        }
+        checked += 1;
+    }
+    let params = actual.len();
+    assert_eq!(checked, params, "{what}: every parameter's gradient is compared");
+    assert!(checked > 0);
+}
+
+fn check_block(name: &str) {
+    let f = Fixture::load(name);
+    for (backend, device) in backends() {
+        let block = Block::new(&block_config(&f), &device);
+        check_forward_backward(&f, backend.name(), &device, block, |b, x: Tensor<3>| b.forward(x));
+    }
+}
+
+fn check_model(name: &str) {
+    let f = Fixture::load(name);
+    let config = model_config(&f);
+    for (backend, device) in backends() {
+        let model = Vit::new(&config, &device).unwrap();
+        check_forward_backward(&f, backend.name(), &device, model, |m, x: Tensor<4>| m.forward(x));
+        if f.tensors.contains_key("output_eval") {
+            // Inference (no autodiff): BatchNorm uses its running statistics.
+            let model = with_weights(&f, Vit::new(&config, &device).unwrap());
+            let out = model.forward(tensor(f.get("input"), &device));
+            assert_close(&format!("{name} [{backend}] output_eval"), &host(out), f.get("output_eval"), OUT_TOL);
+        }
+    }
+}
+
+#[test]
+fn block_vit() {
+    check_block("block_vit");
+}
+#[test]
+fn block_vit22b() {
+    check_block("block_vit22b");
+}
+#[test]
+fn block_vit22b_ln() {
+    check_block("block_vit22b-ln");
+}
+#[test]
+fn block_vit22b_code() {
+    check_block("block_vit22b-code");
+}
+#[test]
+fn block_vit22b_width_scale_without_centering() {
+    check_block("block_vit22b_width_nocenter");
+}
+
+#[test]
+fn model_vit_cls_linear() {
+    check_model("model_vit_cls_linear");
+}
+#[test]
+fn model_vit22b_cls_linear() {
+    check_model("model_vit22b_cls_linear");
+}
+#[test]
+fn model_vit22b_ln_cls_linear() {
+    check_model("model_vit22b-ln_cls_linear");
+}
+#[test]
+fn model_vit22b_code_cls_linear() {
+    check_model("model_vit22b-code_cls_linear");
+}
+#[test]
+fn model_vit_gap_linear() {
+    check_model("model_vit_gap_linear");
+}
+#[test]
+fn model_vit_map_linear() {
+    check_model("model_vit_map_linear");
+}
+#[test]
+fn model_vit22b_map_linear() {
+    check_model("model_vit22b_map_linear");
+}
+#[test]
+fn model_vit_paper() {
+    check_model("model_vit_paper");
+}
+#[test]
+fn model_vit22b_paper() {
+    check_model("model_vit22b_paper");
+}
+#[test]
+fn model_vit22b_ln_paper() {
+    check_model("model_vit22b-ln_paper");
+}
+#[test]
+fn model_vit22b_code_paper_with_batchnorm_head() {
+    check_model("model_vit22b-code_paper");
+}
+#[test]
+fn model_tiny_vit_32px_patch4() {
+    check_model("model_tiny_vit");
+}
+
+#[test]
+fn deterministic_weights_match_the_python_generator() {
+    let f = Fixture::load("det_check");
+    assert_eq!(f.tensors.len(), 3);
+    for (key, t) in &f.tensors {
+        let ours = deterministic_values(key, &t.shape);
+        assert_eq!(ours, t.data, "deterministic values of {key}");
+    }
+}
+
+/// A checkpoint in a foreign key layout, loaded through `load_file` (layout
+/// detection, key mapping, reshapes), gives the foreign model's logits.
+fn check_foreign_checkpoint(name: &str, expected: Layout) {
+    let f = Fixture::load(name);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(format!("{name}.safetensors"));
+    write_safetensors(&path, &f.group("param"), Default::default()).unwrap();
+    let config = model_config(&f);
+    for (backend, device) in backends() {
+        let (model, layout) = load_file(Vit::new(&config, &device).unwrap(), &path).unwrap();
+        assert_eq!(layout, expected);
+        let out = model.forward(tensor(f.get("input"), &device));
+        assert_close(&format!("{name} [{backend}] logits"), &host(out), f.get("output"), OUT_TOL);
+    }
+}
+
+#[test]
+fn timm_checkpoint_gives_timm_logits() {
+    check_foreign_checkpoint("timm_vit", Layout::Timm);
+}
+
+#[test]
+fn paper_code_vit_checkpoint_gives_its_logits() {
+    check_foreign_checkpoint("paper_code_vit", Layout::PaperVit);
+}
+
+#[test]
+fn paper_code_vit22b_checkpoint_gives_its_logits() {
+    check_foreign_checkpoint("paper_code_vit22b", Layout::PaperVit22b);
+}
