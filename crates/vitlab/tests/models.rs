@@ -1,0 +1,228 @@
+//! Model zoo behaviour: shapes, configuration errors, parameter counts, and
+//! weight files (round trips and the errors users see on a wrong checkpoint).
+
+mod common;
+
+use std::path::Path;
+
+use burn::tensor::{Device, Distribution, Tensor};
+use common::{fixture_path, host};
+use vitlab::models::weights::{collect, load_file, read_safetensors, save_file, Layout};
+use vitlab::models::{param_count, BlockVariant, HeadKind, ModelConfig, Pool, Preset, Size, Vit};
+use vitlab::Error;
+
+fn device() -> Device {
+    Device::flex()
+}
+
+/// A small model of every kind: 16 px, patch 4, width 32, 2 blocks.
+fn small(block: BlockVariant, pool: Pool, preset: Preset) -> ModelConfig {
+    let mut c = ModelConfig::new(block, Size::Tiny).with_preset(preset).with_image(16, 4).with_pool(pool);
+    c.depth = 2;
+    c.dim = 32;
+    c.mlp_dim = 48;
+    c.heads = 4;
+    c.num_classes = 7;
+    c
+}
+
+fn all_small_configs() -> Vec<ModelConfig> {
+    let mut out = Vec::new();
+    for &block in BlockVariant::ALL {
+        for &pool in Pool::ALL {
+            for preset in [Preset::Default, Preset::Paper] {
+                out.push(small(block, pool, preset));
+            }
+        }
+    }
+    out
+}
+
+fn images(batch: usize, size: usize, device: &Device) -> Tensor<4> {
+    Tensor::random([batch, 3, size, size], Distribution::Normal(0.0, 1.0), device)
+}
+
+#[test]
+fn every_variant_pool_and_head_gives_batch_by_classes_logits() {
+    let device = device();
+    for c in all_small_configs() {
+        let model = Vit::new(&c, &device).unwrap();
+        let out = model.forward(images(3, 16, &device));
+        assert_eq!(out.dims(), [3, 7], "{c:?}");
+        assert!(host(out).data.iter().all(|v| v.is_finite()), "{c:?}");
+    }
+}
+
+#[test]
+fn the_presets_choose_the_released_codes_model() {
+    let c = ModelConfig::new(BlockVariant::Vit22bCode, Size::Tiny).with_preset(Preset::Paper);
+    assert_eq!(c.head, HeadKind::Paper);
+    assert!(!c.final_norm && !c.qkv_bias);
+    let model = Vit::new(&c, &device()).unwrap();
+    assert!(model.norm.is_none() && model.head_hidden.is_some() && model.head_bn.is_some());
+    let c = ModelConfig::new(BlockVariant::Vit, Size::Tiny);
+    let model = Vit::new(&c, &device()).unwrap();
+    assert!(model.norm.is_some() && model.head_hidden.is_none() && model.blocks[0].attn.qkv.bias.is_some());
+}
+
+#[test]
+fn image_size_not_divisible_by_patch_is_a_clear_error() {
+    let c = ModelConfig::new(BlockVariant::Vit, Size::Tiny).with_image(30, 4);
+    let err = Vit::new(&c, &device()).unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, Error::Config { ref field, .. } if field == "model.image_size"), "{msg}");
+    assert!(msg.contains("30") && msg.contains("patch size 4"), "{msg}");
+}
+
+#[test]
+fn width_not_divisible_by_heads_and_zero_sizes_are_errors() {
+    let mut c = ModelConfig::new(BlockVariant::Vit, Size::Tiny);
+    c.heads = 5;
+    assert!(matches!(c.validate(), Err(Error::Config { field, .. }) if field == "model.heads"));
+    let mut c = ModelConfig::new(BlockVariant::Vit, Size::Tiny);
+    c.patch_size = 0;
+    assert!(matches!(c.validate(), Err(Error::Config { field, .. }) if field == "model.patch_size"));
+}
+
+#[test]
+fn names_parse_and_unknown_names_list_the_choices() {
+    for &b in BlockVariant::ALL {
+        assert_eq!(b.name().parse::<BlockVariant>().unwrap(), b);
+    }
+    let msg = "vit23b".parse::<BlockVariant>().unwrap_err().to_string();
+    assert!(msg.contains("model.block") && msg.contains("vit22b-code"), "{msg}");
+}
+
+/// Exact counts from the PyTorch reference (tools/make_fixtures.py), every
+/// variant x size, both presets.
+#[test]
+fn parameter_counts_equal_pytorchs() {
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture_path("param_counts.json")).unwrap()).unwrap();
+    let mut checked = 0;
+    for section in ["paper", "default"] {
+        let s = &json[section];
+        let preset: Preset = s["preset"].as_str().unwrap().parse().unwrap();
+        for &block in BlockVariant::ALL {
+            for &size in Size::ALL {
+                let expected = s["counts"][block.name()][size.name()].as_u64().unwrap() as usize;
+                let c = ModelConfig::new(block, size)
+                    .with_preset(preset)
+                    .with_image(s["image_size"].as_u64().unwrap() as usize, s["patch_size"].as_u64().unwrap() as usize)
+                    .with_classes(s["num_classes"].as_u64().unwrap() as usize);
+                assert_eq!(param_count(&c), expected, "{section} {block} {size}");
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 40);
+    // The paper's Table 1 figures.
+    let paper = |size| {
+        param_count(&ModelConfig::new(BlockVariant::Vit, size).with_preset(Preset::Paper).with_image(224, 16))
+    };
+    assert_eq!(paper(Size::Tiny), 5_673_034);
+    assert_eq!(paper(Size::Small), 22_257_802);
+}
+
+/// The analytic count equals the parameters the module really holds.
+#[test]
+fn parameter_count_equals_the_built_modules() {
+    for c in all_small_configs() {
+        let model = Vit::new(&c, &device()).unwrap();
+        let held: usize = collect(&model)
+            .iter()
+            .filter(|(k, _)| !k.ends_with("running_mean") && !k.ends_with("running_var"))
+            .map(|(_, t)| t.data.len())
+            .sum();
+        assert_eq!(param_count(&c), held, "{c:?}");
+    }
+}
+
+#[test]
+fn save_then_load_reproduces_the_model_exactly() {
+    let device = device();
+    let dir = tempfile::tempdir().unwrap();
+    for c in [
+        small(BlockVariant::Vit, Pool::Map, Preset::Default),
+        small(BlockVariant::Vit22bCode, Pool::Cls, Preset::Paper),
+        small(BlockVariant::Vit22bLn, Pool::Gap, Preset::Default),
+    ] {
+        let path = dir.path().join(format!("{}.safetensors", c.block));
+        let a = Vit::new(&c, &device).unwrap();
+        save_file(&a, &path, Default::default()).unwrap();
+        let (b, layout) = load_file(Vit::new(&c, &device).unwrap(), &path).unwrap();
+        assert_eq!(layout, Layout::Vitlab);
+        let x = images(2, 16, &device);
+        assert_eq!(host(a.forward(x.clone())), host(b.forward(x)), "{c:?}");
+        assert_eq!(collect(&a), collect(&b));
+        // No temporary file is left beside it.
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert!(names.iter().all(|n| !n.to_string_lossy().contains(".tmp")), "{names:?}");
+    }
+}
+
+#[test]
+fn saved_files_use_pytorch_names_and_shapes() {
+    let c = small(BlockVariant::Vit, Pool::Cls, Preset::Default);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.safetensors");
+    save_file(&Vit::new(&c, &device()).unwrap(), &path, Default::default()).unwrap();
+    let (map, _) = read_safetensors(&path).unwrap();
+    // Linear weights are [out, in]; the patch embedding takes p*p*C = 48 inputs.
+    assert_eq!(map["patch_embed.weight"].shape, vec![32, 48]);
+    assert_eq!(map["blocks.1.attn.qkv.weight"].shape, vec![96, 32]);
+    assert_eq!(map["blocks.0.mlp.fc1.weight"].shape, vec![48, 32]);
+    assert_eq!(map["head.weight"].shape, vec![7, 32]);
+    assert_eq!(map["pos_embed"].shape, vec![1, 17, 32]);
+    assert_eq!(map["cls_token"].shape, vec![1, 1, 32]);
+}
+
+fn load_error(saved: &ModelConfig, target: &ModelConfig) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ckpt.safetensors");
+    save_file(&Vit::new(saved, &device()).unwrap(), &path, Default::default()).unwrap();
+    let err = load_file(Vit::new(target, &device()).unwrap(), &path).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("ckpt.safetensors"), "the error names the file: {msg}");
+    msg
+}
+
+#[test]
+fn a_mis_shaped_tensor_names_the_key_and_both_shapes() {
+    let saved = small(BlockVariant::Vit, Pool::Cls, Preset::Default);
+    let mut target = saved.clone();
+    target.num_classes = 10;
+    let msg = load_error(&saved, &target);
+    assert!(
+        msg.contains(r#"tensor "head.weight" has shape [7, 32] in the file but the model expects [10, 32]"#),
+        "{msg}"
+    );
+    assert!(msg.contains(r#""head.bias" has shape [7]"#), "{msg}");
+}
+
+#[test]
+fn missing_and_unexpected_tensors_are_named() {
+    let msg = load_error(
+        &small(BlockVariant::Vit22b, Pool::Cls, Preset::Default),
+        &small(BlockVariant::Vit, Pool::Cls, Preset::Default),
+    );
+    assert!(msg.contains(r#"missing tensor "blocks.0.norm2.weight" (model expects shape [32])"#), "{msg}");
+    assert!(
+        msg.contains(r#"tensor "blocks.0.attn.q_norm.weight" (shape [8]) is not a parameter of the configured model"#),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_file_that_is_not_safetensors_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("broken.safetensors");
+    std::fs::write(&path, b"definitely not safetensors").unwrap();
+    let c = small(BlockVariant::Vit, Pool::Cls, Preset::Default);
+    let msg = load_file(Vit::new(&c, &device()).unwrap(), &path).unwrap_err().to_string();
+    assert!(msg.contains("broken.safetensors") && msg.contains("not a valid safetensors file"), "{msg}");
+    let missing = load_file(Vit::new(&c, &device()).unwrap(), Path::new("/nonexistent/x.safetensors"))
+        .unwrap_err()
+        .to_string();
+    assert!(missing.contains("/nonexistent/x.safetensors"), "{missing}");
+}
