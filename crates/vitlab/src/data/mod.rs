@@ -1,0 +1,162 @@
+//! The data layer: dataset readers (CIFAR-10/100 binary and pickle, image
+//! folders, CycleGAN-style unpaired folders, Tiny-ImageNet), a decoded-dataset
+//! cache, downloads, and a multi-threaded augmenting batch loader.
+//!
+//! Everything decodes to an in-memory [`ImageSet`] (uint8 NCHW + labels); the
+//! [`loader`] turns index lists into normalised float batches on worker threads.
+
+pub mod loader;
+
+use serde::{Deserialize, Serialize};
+
+/// Decoded images of one split: uint8, NCHW, all the same size.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ImageSet {
+    /// `len * channels * height * width` bytes, image after image, channel-major.
+    pub pixels: Vec<u8>,
+    /// One class index per image (`< classes.len()`).
+    pub labels: Vec<u32>,
+    pub channels: usize,
+    pub height: usize,
+    pub width: usize,
+    /// Class names in label order.
+    pub classes: Vec<String>,
+}
+
+impl ImageSet {
+    pub fn len(&self) -> usize {
+        self.labels.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty()
+    }
+
+    pub fn image_bytes(&self) -> usize {
+        self.channels * self.height * self.width
+    }
+
+    /// The pixels of image `i`.
+    pub fn image(&self, i: usize) -> &[u8] {
+        let n = self.image_bytes();
+        &self.pixels[i * n..(i + 1) * n]
+    }
+
+    /// A deterministic synthetic dataset for tests and demos: each class is a
+    /// distinct colour/stripe pattern plus noise, so a model can learn it.
+    pub fn synthetic(n: usize, classes: usize, size: usize, seed: u64) -> ImageSet {
+        let mut rng = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut pixels = Vec::with_capacity(n * 3 * size * size);
+        let mut labels = Vec::with_capacity(n);
+        for i in 0..n {
+            let label = (i % classes) as u32;
+            labels.push(label);
+            for c in 0..3 {
+                for y in 0..size {
+                    for x in 0..size {
+                        let stripe = ((x + y * (label as usize % 3)) / (1 + label as usize % 4)) % 2;
+                        let base = 40 + 50 * ((label as usize + c) % 4) + 60 * stripe;
+                        let noise = (next() % 41) as usize;
+                        pixels.push((base + noise).min(255) as u8);
+                    }
+                }
+            }
+        }
+        ImageSet {
+            pixels,
+            labels,
+            channels: 3,
+            height: size,
+            width: size,
+            classes: (0..classes).map(|c| format!("class{c}")).collect(),
+        }
+    }
+}
+
+/// Per-channel normalisation applied after augmentation: `(x/255 - mean) / std`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Normalize {
+    /// CIFAR mean/std as in the paper: (0.4914, 0.4822, 0.4465) / (0.2023, 0.1994, 0.2010).
+    Cifar,
+    /// ImageNet mean/std: (0.485, 0.456, 0.406) / (0.229, 0.224, 0.225).
+    Imagenet,
+    /// To [-1, 1]: mean 0.5, std 0.5.
+    MinusOneOne,
+    /// Explicit per-channel mean and std.
+    Custom { mean: Vec<f32>, std: Vec<f32> },
+}
+
+impl Normalize {
+    pub fn mean_std(&self) -> (Vec<f32>, Vec<f32>) {
+        match self {
+            Normalize::Cifar => (vec![0.4914, 0.4822, 0.4465], vec![0.2023, 0.1994, 0.2010]),
+            Normalize::Imagenet => (vec![0.485, 0.456, 0.406], vec![0.229, 0.224, 0.225]),
+            Normalize::MinusOneOne => (vec![0.5; 3], vec![0.5; 3]),
+            Normalize::Custom { mean, std } => (mean.clone(), std.clone()),
+        }
+    }
+}
+
+/// Augmentations applied to training batches, in this order: resize to
+/// `image_size`, random crop with zero padding, flips.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Augment {
+    /// Pixels of zero padding for the random crop; 0 disables cropping.
+    pub crop_padding: usize,
+    pub hflip: f32,
+    pub vflip: f32,
+}
+
+impl Default for Augment {
+    fn default() -> Self {
+        Augment::none()
+    }
+}
+
+impl Augment {
+    pub fn none() -> Self {
+        Augment {
+            crop_padding: 0,
+            hflip: 0.0,
+            vflip: 0.0,
+        }
+    }
+
+    /// The paper's recipe: vertical and horizontal flips with probability 0.33.
+    pub fn paper() -> Self {
+        Augment {
+            crop_padding: 0,
+            hflip: 0.33,
+            vflip: 0.33,
+        }
+    }
+
+    /// Random crop with 4 px padding and horizontal flips (the standard CIFAR recipe).
+    pub fn standard() -> Self {
+        Augment {
+            crop_padding: 4,
+            hflip: 0.5,
+            vflip: 0.0,
+        }
+    }
+}
+
+/// A batch ready for the model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Batch {
+    /// `[n, channels, size, size]` float32, normalised.
+    pub images: Vec<f32>,
+    pub labels: Vec<u32>,
+    /// `[n, channels, size, size]`
+    pub shape: [usize; 4],
+    /// Positions of these images in the loader's index list (for bookkeeping).
+    pub positions: std::ops::Range<usize>,
+}
