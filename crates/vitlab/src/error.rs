@@ -21,6 +21,11 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// A dataset, archive, cache or download is unreadable or inconsistent;
+    /// `path` names the file (or folder) and `message` the problem.
+    #[error("{path}: {message}")]
+    Data { path: PathBuf, message: String },
+
     /// A backend was asked for that this binary was not built with, or failed to start.
     #[error("backend {name}: {message}")]
     Backend { name: String, message: String },
@@ -36,6 +41,13 @@ impl Error {
 
     pub fn weights(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
         Error::Weights {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+
+    pub fn data(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
+        Error::Data {
             path: path.into(),
             message: message.into(),
         }

@@ -174,7 +174,7 @@ impl Job {
         let from = b * c.batch_size;
         let to = (from + c.batch_size).min(self.order.len());
         let (ch, s) = (self.set.channels, c.image_size);
-        let (mean, std) = c.normalize.mean_std();
+        let luts = Luts::new(&c.normalize, ch);
         let mut images = vec![0f32; (to - from) * ch * s * s];
         let mut labels = Vec::with_capacity(to - from);
         let mut scratch = Vec::new();
@@ -183,7 +183,7 @@ impl Job {
             labels.push(self.set.labels[idx]);
             let mut rng = Rng::keyed(&[c.seed, self.epoch, pos as u64, 0x4155_4755]);
             let out = &mut images[k * ch * s * s..(k + 1) * ch * s * s];
-            augment_into(&self.set, idx, s, &c.augment, &mut rng, &mean, &std, &mut scratch, out);
+            augment_into(&self.set, idx, s, &c.augment, &mut rng, &luts, &mut scratch, out);
         }
         Batch {
             shape: [to - from, ch, s, s],
@@ -194,7 +194,32 @@ impl Job {
     }
 }
 
+/// Per-channel lookup tables `u8 -> (v/255 - mean) / std`.
+struct Luts(Vec<[f32; 256]>);
+
+impl Luts {
+    fn new(norm: &Normalize, ch: usize) -> Luts {
+        let (mean, std) = norm.mean_std();
+        Luts(
+            (0..ch)
+                .map(|c| {
+                    let pick = |v: &[f32], d: f32| if v.is_empty() { d } else { v[c % v.len()] };
+                    let (m, sd) = (pick(&mean, 0.0), pick(&std, 1.0));
+                    let mut t = [0f32; 256];
+                    for (v, x) in t.iter_mut().enumerate() {
+                        // Same arithmetic as `v * (1 / (255 * std)) - mean / std`.
+                        *x = v as f32 * (1.0 / (255.0 * sd)) - m / sd;
+                    }
+                    t
+                })
+                .collect(),
+        )
+    }
+}
+
 /// Resizes (if needed), crops, flips and normalises one image into `out`.
+/// The draws from `rng` are, in order: crop offset y, crop offset x (when
+/// padding > 0), horizontal flip, vertical flip (when their probability > 0).
 #[allow(clippy::too_many_arguments)]
 fn augment_into(
     set: &ImageSet,
@@ -202,8 +227,7 @@ fn augment_into(
     size: usize,
     aug: &Augment,
     rng: &mut Rng,
-    mean: &[f32],
-    std: &[f32],
+    luts: &Luts,
     scratch: &mut Vec<u8>,
     out: &mut [f32],
 ) {
@@ -211,7 +235,7 @@ fn augment_into(
     let src: &[u8] = if set.height == size && set.width == size {
         set.image(idx)
     } else {
-        resize_bilinear(set.image(idx), ch, set.height, set.width, size, scratch);
+        super::decode::resize_planes(set.image(idx), ch, set.height, set.width, size, size, scratch);
         scratch
     };
     let pad = aug.crop_padding;
@@ -222,23 +246,39 @@ fn augment_into(
     };
     let hflip = aug.hflip > 0.0 && rng.uniform() < aug.hflip;
     let vflip = aug.vflip > 0.0 && rng.uniform() < aug.vflip;
+    let n = size as isize;
+    // Output columns [x0, x1) read source columns x + dx; the rest is padding.
+    let x0 = (-dx).clamp(0, n) as usize;
+    let x1 = (n - dx).clamp(0, n) as usize;
     for c in 0..ch {
-        let scale = 1.0 / (255.0 * std[c % std.len()]);
-        let shift = mean[c % mean.len()] / std[c % std.len()];
+        let lut = &luts.0[c];
+        let zero = lut[0];
         let plane = &src[c * size * size..(c + 1) * size * size];
         let o = &mut out[c * size * size..(c + 1) * size * size];
         for y in 0..size {
             let ty = if vflip { size - 1 - y } else { y };
+            let row = &mut o[ty * size..(ty + 1) * size];
             let sy = y as isize + dy;
-            for x in 0..size {
-                let tx = if hflip { size - 1 - x } else { x };
-                let sx = x as isize + dx;
-                let v = if sy >= 0 && sx >= 0 && (sy as usize) < size && (sx as usize) < size {
-                    plane[sy as usize * size + sx as usize]
-                } else {
-                    0
-                };
-                o[ty * size + tx] = v as f32 * scale - shift;
+            if sy < 0 || sy >= n || x0 >= x1 {
+                row.fill(zero);
+                continue;
+            }
+            let srow = &plane[sy as usize * size..(sy as usize + 1) * size];
+            let sx0 = (x0 as isize + dx) as usize;
+            let from = &srow[sx0..sx0 + (x1 - x0)];
+            if hflip {
+                // Output column x goes to size - 1 - x.
+                row[size - x0..].fill(zero);
+                row[..size - x1].fill(zero);
+                for (d, &v) in row[size - x1..size - x0].iter_mut().rev().zip(from) {
+                    *d = lut[v as usize];
+                }
+            } else {
+                row[..x0].fill(zero);
+                row[x1..].fill(zero);
+                for (d, &v) in row[x0..x1].iter_mut().zip(from) {
+                    *d = lut[v as usize];
+                }
             }
         }
     }
@@ -246,28 +286,7 @@ fn augment_into(
 
 /// Bilinear resize with half-pixel centres (as torchvision's antialias=False), per channel.
 pub fn resize_bilinear(src: &[u8], ch: usize, h: usize, w: usize, size: usize, out: &mut Vec<u8>) {
-    out.clear();
-    out.resize(ch * size * size, 0);
-    let (sy, sx) = (h as f32 / size as f32, w as f32 / size as f32);
-    for c in 0..ch {
-        let plane = &src[c * h * w..(c + 1) * h * w];
-        for y in 0..size {
-            let fy = ((y as f32 + 0.5) * sy - 0.5).max(0.0);
-            let y0 = (fy as usize).min(h - 1);
-            let y1 = (y0 + 1).min(h - 1);
-            let wy = fy - y0 as f32;
-            for x in 0..size {
-                let fx = ((x as f32 + 0.5) * sx - 0.5).max(0.0);
-                let x0 = (fx as usize).min(w - 1);
-                let x1 = (x0 + 1).min(w - 1);
-                let wx = fx - x0 as f32;
-                let p = |yy: usize, xx: usize| plane[yy * w + xx] as f32;
-                let v = (1.0 - wy) * ((1.0 - wx) * p(y0, x0) + wx * p(y0, x1))
-                    + wy * ((1.0 - wx) * p(y1, x0) + wx * p(y1, x1));
-                out[c * size * size + y * size + x] = v.round().clamp(0.0, 255.0) as u8;
-            }
-        }
-    }
+    super::decode::resize_planes(src, ch, h, w, size, size, out)
 }
 
 /// The batches of one epoch, in order.

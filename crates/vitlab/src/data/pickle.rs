@@ -1,0 +1,553 @@
+//! A small, bounded reader for the Python pickles of the CIFAR "python
+//! version" releases: protocol 2 (as written by Python 2's cPickle) and the
+//! opcodes of protocols 3-5 that a re-pickled copy may use. It builds plain
+//! values (no code runs): dicts, lists, tuples, ints, byte strings, text, and
+//! "objects" (a `GLOBAL` called through `REDUCE`, with the `BUILD` state), from
+//! which [`ndarray_u8`] extracts a numpy uint8 array.
+//!
+//! Bounds: every length is checked against the bytes left in the input, the
+//! stack and memo are limited, and nesting is limited, so no input makes it
+//! allocate far more than its own size or recurse without end.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// A decoded pickle value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    None,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    /// `bytes`, and Python 2 `str` (which is bytes).
+    Bytes(Rc<[u8]>),
+    /// Python 3 `str` / Python 2 `unicode`.
+    Str(Rc<str>),
+    List(Vec<Value>),
+    Tuple(Vec<Value>),
+    Dict(Vec<(Value, Value)>),
+    /// `module.name` as pushed by `GLOBAL` / `STACK_GLOBAL`.
+    Global(Rc<str>, Rc<str>),
+    /// The result of `REDUCE` (callable applied to args), with the state set by `BUILD`.
+    Object {
+        callable: Box<Value>,
+        args: Box<Value>,
+        state: Option<Box<Value>>,
+    },
+}
+
+impl Value {
+    /// Looks up a key in a dict, matching either `bytes` or `str` keys.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        let Value::Dict(items) = self else { return None };
+        items.iter().find_map(|(k, v)| match k {
+            Value::Bytes(b) if &b[..] == key.as_bytes() => Some(v),
+            Value::Str(s) if &**s == key => Some(v),
+            _ => None,
+        })
+    }
+
+    /// A list or tuple of ints.
+    pub fn as_ints(&self) -> Option<Vec<i64>> {
+        match self {
+            Value::List(items) | Value::Tuple(items) => items
+                .iter()
+                .map(|v| match v {
+                    Value::Int(i) => Some(*i),
+                    Value::Bool(b) => Some(*b as i64),
+                    _ => None,
+                })
+                .collect(),
+            _ => None,
+        }
+    }
+
+    /// A list or tuple of strings (bytes decoded as UTF-8, lossily).
+    pub fn as_strings(&self) -> Option<Vec<String>> {
+        match self {
+            Value::List(items) | Value::Tuple(items) => items.iter().map(Value::as_string).collect(),
+            _ => None,
+        }
+    }
+
+    pub fn as_string(&self) -> Option<String> {
+        match self {
+            Value::Bytes(b) => Some(String::from_utf8_lossy(b).into_owned()),
+            Value::Str(s) => Some(s.to_string()),
+            _ => None,
+        }
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            Value::None => "None",
+            Value::Bool(_) => "bool",
+            Value::Int(_) => "int",
+            Value::Float(_) => "float",
+            Value::Bytes(_) => "bytes",
+            Value::Str(_) => "str",
+            Value::List(_) => "list",
+            Value::Tuple(_) => "tuple",
+            Value::Dict(_) => "dict",
+            Value::Global(..) => "global",
+            Value::Object { .. } => "object",
+        }
+    }
+}
+
+/// Limits that keep a hostile pickle cheap.
+const MAX_STACK: usize = 1 << 20;
+const MAX_MEMO: usize = 1 << 20;
+const MAX_DEPTH: u32 = 64;
+
+/// Parses one pickle. Errors are plain messages (the caller adds the file name).
+pub fn parse(data: &[u8]) -> Result<Value, String> {
+    Parser {
+        data,
+        pos: 0,
+        // Copies made by memo GETs and DUPs, in value nodes: a small multiple of
+        // the input size, so a tiny pickle cannot clone a large list over and over.
+        copy_budget: 4 * data.len() as u64 + 1024,
+    }
+    .run()
+}
+
+struct Parser<'a> {
+    data: &'a [u8],
+    pos: usize,
+    copy_budget: u64,
+}
+
+/// A value on the stack with its nesting depth and node count (kept up to date
+/// in O(1) per opcode, so the limits cost nothing to check).
+#[derive(Clone)]
+struct Node {
+    v: Value,
+    depth: u32,
+    nodes: u64,
+}
+
+enum Item {
+    Mark,
+    V(Node),
+}
+
+fn leaf(v: Value) -> Node {
+    Node { v, depth: 0, nodes: 1 }
+}
+
+fn container(items: &[Node]) -> (u32, u64) {
+    let depth = 1 + items.iter().map(|n| n.depth).max().unwrap_or(0);
+    let nodes = 1 + items.iter().map(|n| n.nodes).sum::<u64>();
+    (depth, nodes)
+}
+
+impl Parser<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8], String> {
+        if n > self.data.len() - self.pos {
+            return Err(format!(
+                "truncated pickle: needs {n} bytes at offset {}, {} left",
+                self.pos,
+                self.data.len() - self.pos
+            ));
+        }
+        let s = &self.data[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+
+    fn u8(&mut self) -> Result<u8, String> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u16(&mut self) -> Result<u16, String> {
+        Ok(u16::from_le_bytes(self.take(2)?.try_into().unwrap()))
+    }
+
+    fn u32(&mut self) -> Result<u32, String> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap()))
+    }
+
+    fn u64(&mut self) -> Result<u64, String> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().unwrap()))
+    }
+
+    fn len64(&mut self) -> Result<usize, String> {
+        usize::try_from(self.u64()?).map_err(|_| "pickle: length too large".to_string())
+    }
+
+    fn line(&mut self) -> Result<&str, String> {
+        let rest = &self.data[self.pos..];
+        let end = rest.iter().position(|&b| b == b'\n').ok_or("truncated pickle: unterminated text line")?;
+        self.pos += end + 1;
+        std::str::from_utf8(&rest[..end]).map_err(|_| "pickle text line is not UTF-8".to_string())
+    }
+
+    fn utf8(&mut self, n: usize) -> Result<Value, String> {
+        let s = std::str::from_utf8(self.take(n)?).map_err(|_| "pickle: string is not UTF-8")?;
+        Ok(Value::Str(s.into()))
+    }
+
+    fn run(mut self) -> Result<Value, String> {
+        let mut stack: Vec<Item> = Vec::new();
+        let mut memo: HashMap<u64, Node> = HashMap::new();
+        macro_rules! pop {
+            () => {
+                match stack.pop() {
+                    Some(Item::V(n)) => n,
+                    Some(Item::Mark) => return Err(format!("pickle: unexpected mark at offset {}", self.pos)),
+                    None => return Err(format!("pickle: stack underflow at offset {}", self.pos)),
+                }
+            };
+        }
+        macro_rules! push {
+            ($n:expr) => {{
+                let n: Node = $n;
+                if stack.len() >= MAX_STACK {
+                    return Err("pickle: stack too deep".into());
+                }
+                if n.depth > MAX_DEPTH {
+                    return Err("pickle: values nested too deeply".into());
+                }
+                stack.push(Item::V(n));
+            }};
+        }
+        macro_rules! top_container {
+            ($at:expr, $what:expr) => {
+                match stack.last_mut() {
+                    Some(Item::V(n)) => n,
+                    _ => return Err(format!("pickle: {} without a value at offset {}", $what, $at)),
+                }
+            };
+        }
+        // Pops back to the last mark, returning the values above it.
+        fn pop_mark(stack: &mut Vec<Item>, pos: usize) -> Result<Vec<Node>, String> {
+            let m = stack
+                .iter()
+                .rposition(|i| matches!(i, Item::Mark))
+                .ok_or_else(|| format!("pickle: no mark at offset {pos}"))?;
+            let items = stack.split_off(m + 1);
+            stack.pop();
+            Ok(items
+                .into_iter()
+                .filter_map(|i| match i {
+                    Item::V(n) => Some(n),
+                    Item::Mark => None,
+                })
+                .collect())
+        }
+        fn pairs(items: Vec<Node>) -> Vec<(Value, Value)> {
+            let mut d = Vec::with_capacity(items.len() / 2);
+            let mut it = items.into_iter();
+            while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                d.push((k.v, v.v));
+            }
+            d
+        }
+        loop {
+            let at = self.pos;
+            let op = self.u8().map_err(|_| "truncated pickle: no STOP opcode".to_string())?;
+            match op {
+                0x80 => {
+                    let proto = self.u8()?;
+                    if proto > 5 {
+                        return Err(format!("unsupported pickle protocol {proto}"));
+                    }
+                }
+                0x95 => {
+                    self.u64()?; // FRAME: a length hint only
+                }
+                b'.' => {
+                    let n = pop!();
+                    return Ok(n.v);
+                }
+                b'(' => {
+                    if stack.len() >= MAX_STACK {
+                        return Err("pickle: stack too deep".into());
+                    }
+                    stack.push(Item::Mark)
+                }
+                b'}' => push!(Node { v: Value::Dict(Vec::new()), depth: 1, nodes: 1 }),
+                b']' => push!(Node { v: Value::List(Vec::new()), depth: 1, nodes: 1 }),
+                b')' => push!(Node { v: Value::Tuple(Vec::new()), depth: 1, nodes: 1 }),
+                b'N' => push!(leaf(Value::None)),
+                0x88 => push!(leaf(Value::Bool(true))),
+                0x89 => push!(leaf(Value::Bool(false))),
+                b'K' => {
+                    let v = self.u8()?;
+                    push!(leaf(Value::Int(v as i64)))
+                }
+                b'M' => {
+                    let v = self.u16()?;
+                    push!(leaf(Value::Int(v as i64)))
+                }
+                b'J' => {
+                    let v = self.u32()? as i32;
+                    push!(leaf(Value::Int(v as i64)))
+                }
+                0x8a => {
+                    // LONG1: little-endian two's complement of n bytes
+                    let n = self.u8()? as usize;
+                    let b = self.take(n)?;
+                    if n > 8 {
+                        return Err(format!("pickle: integer of {n} bytes too large at offset {at}"));
+                    }
+                    let mut v: i64 = 0;
+                    for (i, &byte) in b.iter().enumerate() {
+                        v |= (byte as i64) << (8 * i);
+                    }
+                    if n > 0 && n < 8 && b[n - 1] & 0x80 != 0 {
+                        v -= 1i64 << (8 * n);
+                    }
+                    push!(leaf(Value::Int(v)))
+                }
+                b'I' => {
+                    let line = self.line()?.trim().to_string();
+                    let v = match line.as_str() {
+                        "00" => Value::Bool(false),
+                        "01" => Value::Bool(true),
+                        s => Value::Int(s.parse().map_err(|_| format!("pickle: bad INT {s:?} at offset {at}"))?),
+                    };
+                    push!(leaf(v))
+                }
+                b'G' => {
+                    let v = f64::from_be_bytes(self.take(8)?.try_into().unwrap());
+                    push!(leaf(Value::Float(v)))
+                }
+                b'U' | b'C' => {
+                    let n = self.u8()? as usize;
+                    let b = self.take(n)?;
+                    push!(leaf(Value::Bytes(b.into())))
+                }
+                b'T' | b'B' => {
+                    let n = self.u32()? as usize;
+                    let b = self.take(n)?;
+                    push!(leaf(Value::Bytes(b.into())))
+                }
+                0x8e | 0x96 => {
+                    let n = self.len64()?;
+                    let b = self.take(n)?;
+                    push!(leaf(Value::Bytes(b.into())))
+                }
+                0x8c => {
+                    let n = self.u8()? as usize;
+                    let v = self.utf8(n)?;
+                    push!(leaf(v))
+                }
+                b'X' => {
+                    let n = self.u32()? as usize;
+                    let v = self.utf8(n)?;
+                    push!(leaf(v))
+                }
+                0x8d => {
+                    let n = self.len64()?;
+                    let v = self.utf8(n)?;
+                    push!(leaf(v))
+                }
+                b'c' => {
+                    let module: Rc<str> = self.line()?.into();
+                    let name: Rc<str> = self.line()?.into();
+                    push!(leaf(Value::Global(module, name)))
+                }
+                0x93 => {
+                    let name = pop!();
+                    let module = pop!();
+                    match (module.v, name.v) {
+                        (Value::Str(m), Value::Str(n)) => push!(leaf(Value::Global(m, n))),
+                        _ => return Err(format!("pickle: STACK_GLOBAL needs two strings at offset {at}")),
+                    }
+                }
+                b'q' | b'r' | 0x94 => {
+                    let i = match op {
+                        b'q' => self.u8()? as u64,
+                        b'r' => self.u32()? as u64,
+                        _ => memo.len() as u64,
+                    };
+                    if memo.len() >= MAX_MEMO {
+                        return Err("pickle: memo too large".into());
+                    }
+                    // Containers are memoised as they are now: a later GET of a
+                    // list that grew afterwards would see the old contents, which
+                    // the CIFAR pickles never do. Byte strings are shared, not copied.
+                    let n = top_container!(at, "PUT").clone();
+                    self.spend(n.nodes, at)?;
+                    memo.insert(i, n);
+                }
+                b'h' | b'j' => {
+                    let i = if op == b'h' { self.u8()? as u64 } else { self.u32()? as u64 };
+                    let n = memo.get(&i).ok_or_else(|| format!("pickle: memo {i} unset at offset {at}"))?;
+                    let n = n.clone();
+                    self.spend(n.nodes, at)?;
+                    push!(n)
+                }
+                b'2' => {
+                    let n = top_container!(at, "DUP").clone();
+                    self.spend(n.nodes, at)?;
+                    push!(n)
+                }
+                b'0' => {
+                    stack.pop();
+                }
+                b'a' => {
+                    let item = pop!();
+                    let top = top_container!(at, "APPEND");
+                    let Value::List(l) = &mut top.v else {
+                        return Err(format!("pickle: APPEND to a {} at offset {at}", top.v.kind()));
+                    };
+                    top.depth = top.depth.max(item.depth + 1);
+                    top.nodes += item.nodes;
+                    l.push(item.v);
+                    if top.depth > MAX_DEPTH {
+                        return Err("pickle: values nested too deeply".into());
+                    }
+                }
+                b'e' | b'u' => {
+                    let items = pop_mark(&mut stack, at)?;
+                    let (depth, nodes) = container(&items);
+                    let top = top_container!(at, if op == b'e' { "APPENDS" } else { "SETITEMS" });
+                    top.depth = top.depth.max(depth);
+                    top.nodes += nodes;
+                    match (&mut top.v, op) {
+                        (Value::List(l), b'e') => l.extend(items.into_iter().map(|n| n.v)),
+                        (Value::Dict(d), b'u') if items.len() % 2 == 0 => d.extend(pairs(items)),
+                        (v, _) => {
+                            return Err(format!("pickle: opcode '{}' on a {} at offset {at}", op as char, v.kind()))
+                        }
+                    }
+                    if top.depth > MAX_DEPTH {
+                        return Err("pickle: values nested too deeply".into());
+                    }
+                }
+                b's' => {
+                    let v = pop!();
+                    let k = pop!();
+                    let top = top_container!(at, "SETITEM");
+                    let Value::Dict(d) = &mut top.v else {
+                        return Err(format!("pickle: SETITEM on a {} at offset {at}", top.v.kind()));
+                    };
+                    top.depth = top.depth.max(1 + k.depth.max(v.depth));
+                    top.nodes += k.nodes + v.nodes;
+                    d.push((k.v, v.v));
+                    if top.depth > MAX_DEPTH {
+                        return Err("pickle: values nested too deeply".into());
+                    }
+                }
+                b't' | b'l' | b'd' => {
+                    let items = pop_mark(&mut stack, at)?;
+                    let (depth, nodes) = container(&items);
+                    let v = match op {
+                        b't' => Value::Tuple(items.into_iter().map(|n| n.v).collect()),
+                        b'l' => Value::List(items.into_iter().map(|n| n.v).collect()),
+                        _ if items.len() % 2 == 0 => Value::Dict(pairs(items)),
+                        _ => return Err(format!("pickle: DICT with an odd number of items at offset {at}")),
+                    };
+                    push!(Node { v, depth, nodes })
+                }
+                0x85..=0x87 => {
+                    let k = (op - 0x84) as usize;
+                    let mut items = Vec::with_capacity(k);
+                    for _ in 0..k {
+                        items.push(pop!());
+                    }
+                    items.reverse();
+                    let (depth, nodes) = container(&items);
+                    push!(Node { v: Value::Tuple(items.into_iter().map(|n| n.v).collect()), depth, nodes })
+                }
+                b'R' | 0x81 => {
+                    // REDUCE: callable(*args); NEWOBJ: cls.__new__(cls, *args)
+                    let args = pop!();
+                    let callable = pop!();
+                    let (depth, nodes) = container(&[args.clone_shallow(), callable.clone_shallow()]);
+                    push!(Node {
+                        v: Value::Object { callable: Box::new(callable.v), args: Box::new(args.v), state: None },
+                        depth,
+                        nodes,
+                    })
+                }
+                b'b' => {
+                    let st = pop!();
+                    let top = top_container!(at, "BUILD");
+                    let Value::Object { state, .. } = &mut top.v else {
+                        return Err(format!("pickle: BUILD on a {} at offset {at}", top.v.kind()));
+                    };
+                    top.depth = top.depth.max(st.depth + 1);
+                    top.nodes += st.nodes;
+                    *state = Some(Box::new(st.v));
+                    if top.depth > MAX_DEPTH {
+                        return Err("pickle: values nested too deeply".into());
+                    }
+                }
+                other => return Err(format!("unsupported pickle opcode 0x{other:02x} at offset {at}")),
+            }
+        }
+    }
+
+    fn spend(&mut self, nodes: u64, at: usize) -> Result<(), String> {
+        if nodes > self.copy_budget {
+            return Err(format!("pickle: too many copies of memoised values at offset {at}"));
+        }
+        self.copy_budget -= nodes;
+        Ok(())
+    }
+}
+
+impl Node {
+    /// Depth and size only (for computing a parent's), without copying the value.
+    fn clone_shallow(&self) -> Node {
+        Node { v: Value::None, depth: self.depth, nodes: self.nodes }
+    }
+}
+
+/// A numpy uint8 array from its pickled form
+/// (`numpy.core.multiarray._reconstruct` + `BUILD` state): returns the shape and the bytes.
+pub fn ndarray_u8(v: &Value) -> Result<(Vec<usize>, Rc<[u8]>), String> {
+    let Value::Object { callable, state, .. } = v else {
+        return Err(format!("expected a numpy array, found a {}", v.kind()));
+    };
+    match &**callable {
+        Value::Global(m, n) if m.starts_with("numpy") && &**n == "_reconstruct" => {}
+        Value::Global(m, n) => return Err(format!("expected a numpy array, found {m}.{n}")),
+        other => return Err(format!("expected a numpy array, found a {}", other.kind())),
+    }
+    let Some(Value::Tuple(st)) = state.as_deref() else {
+        return Err("numpy array without its state".into());
+    };
+    // (version, shape, dtype, is_fortran, data)
+    if st.len() != 5 {
+        return Err(format!("numpy array state has {} fields, expected 5", st.len()));
+    }
+    let shape: Vec<usize> = st[1]
+        .as_ints()
+        .filter(|s| s.iter().all(|&d| d >= 0))
+        .ok_or("numpy array shape is not a tuple of sizes")?
+        .into_iter()
+        .map(|d| d as usize)
+        .collect();
+    let dtype_ok = match &st[2] {
+        Value::Object { callable, args, .. } => {
+            matches!(&**callable, Value::Global(_, n) if &**n == "dtype")
+                && matches!(&**args, Value::Tuple(a) if a.first().and_then(Value::as_string).as_deref() == Some("u1"))
+        }
+        _ => false,
+    };
+    if !dtype_ok {
+        return Err("numpy array is not of dtype uint8".into());
+    }
+    if matches!(st[3], Value::Bool(true)) {
+        return Err("numpy array is in Fortran order".into());
+    }
+    let data: Rc<[u8]> = match &st[4] {
+        Value::Bytes(b) => b.clone(),
+        // Python 2 str data re-pickled by Python 3 arrives as latin-1 text.
+        Value::Str(s) => {
+            let bytes: Option<Vec<u8>> = s.chars().map(|c| u8::try_from(c as u32).ok()).collect();
+            bytes.ok_or("numpy array data is text outside latin-1")?.into()
+        }
+        other => return Err(format!("numpy array data is a {}", other.kind())),
+    };
+    let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or("numpy array shape overflows")?;
+    if n != data.len() {
+        return Err(format!("numpy array of shape {shape:?} has {} data bytes, expected {n}", data.len()));
+    }
+    Ok((shape, data))
+}
