@@ -18,12 +18,15 @@ struct Cli {
 enum Command {
     /// List every block variant x size with its dimensions and parameter count.
     Models(commands::models::Args),
+    /// Datasets: `info` (what a path holds), `download`, `bench` (loader speed).
+    Data(commands::data::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Models(args) => commands::models::run(args),
+        Command::Data(args) => commands::data::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

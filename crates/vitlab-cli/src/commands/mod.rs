@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod data;
 pub mod models;
 
 use std::str::FromStr;

@@ -1,0 +1,275 @@
+//! `vitlab data`: inspect (`info`), fetch (`download`) and time (`bench`) datasets.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use vitlab::data::download;
+use vitlab::data::loader::{Loader, LoaderConfig};
+use vitlab::data::{open_with, Augment, CacheStatus, Dataset, Normalize, OpenOptions};
+
+use super::render_table;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: DataCommand,
+}
+
+#[derive(clap::Subcommand)]
+enum DataCommand {
+    /// What a dataset path holds: format, splits, counts per class, image size, checksum.
+    Info {
+        /// A CIFAR archive or folder, an image folder, an unpaired (CycleGAN) folder or Tiny-ImageNet.
+        path: PathBuf,
+        #[arg(long, value_enum, default_value_t = InfoFormat::Table)]
+        format: InfoFormat,
+        #[command(flatten)]
+        open: OpenArgs,
+    },
+    /// Download a dataset from its official URL (resumable, checksum-verified).
+    Download {
+        /// Dataset name; `--list` shows them all.
+        #[arg(required_unless_present = "list")]
+        name: Option<String>,
+        /// Folder to download into.
+        #[arg(long, default_value = "data")]
+        dir: PathBuf,
+        /// List the known datasets with their URLs and checksums.
+        #[arg(long)]
+        list: bool,
+    },
+    /// Time the batch loader alone on a dataset (augmented train batches).
+    Bench {
+        path: PathBuf,
+        #[arg(long, default_value_t = 128)]
+        batch: usize,
+        /// Loader worker threads (0 = build batches on the calling thread).
+        #[arg(long, default_value_t = 2)]
+        workers: usize,
+        /// How long to run.
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        /// Augmentation preset: standard (crop pad 4 + hflip 0.5), paper (flips 0.33/0.33), none.
+        #[arg(long, default_value = "standard")]
+        augment: String,
+        /// Normalisation preset: cifar, imagenet, minus-one-one.
+        #[arg(long, default_value = "cifar")]
+        normalize: String,
+        #[command(flatten)]
+        open: OpenArgs,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum InfoFormat {
+    Table,
+    Json,
+}
+
+#[derive(clap::Args)]
+struct OpenArgs {
+    /// Keep the decoded-dataset cache here (default: beside the data).
+    #[arg(long)]
+    cache_dir: Option<PathBuf>,
+    /// Neither read nor write the cache.
+    #[arg(long)]
+    no_cache: bool,
+    /// Resize every image to this square size at decode.
+    #[arg(long)]
+    image_size: Option<usize>,
+}
+
+impl OpenArgs {
+    fn options(&self) -> OpenOptions {
+        OpenOptions {
+            cache: !self.no_cache,
+            cache_dir: self.cache_dir.clone(),
+            image_size: self.image_size,
+            threads: 0,
+        }
+    }
+}
+
+pub fn run(args: Args) -> vitlab::Result<()> {
+    match args.command {
+        DataCommand::Info { path, format, open } => info(path, format, &open),
+        DataCommand::Download { name, dir, list } => {
+            if list {
+                list_remotes();
+                Ok(())
+            } else {
+                fetch(name.unwrap_or_default(), dir)
+            }
+        }
+        DataCommand::Bench {
+            path,
+            batch,
+            workers,
+            seconds,
+            augment,
+            normalize,
+            open,
+        } => bench(path, batch, workers, seconds, &augment, &normalize, &open),
+    }
+}
+
+fn info(path: PathBuf, format: InfoFormat, open: &OpenArgs) -> vitlab::Result<()> {
+    let t = Instant::now();
+    let ds = open_with(&path, &open.options())?;
+    let secs = t.elapsed().as_secs_f64();
+    if format == InfoFormat::Json {
+        let mut v = ds.info_json();
+        v["open_seconds"] = serde_json::json!(secs);
+        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+        return Ok(());
+    }
+    let t0 = &ds.train;
+    println!("path         {}", ds.source.display());
+    println!("format       {}", ds.format);
+    println!("image size   {}x{}x{} (channels x height x width)", t0.channels, t0.height, t0.width);
+    for (name, set) in ds.splits() {
+        println!("{:<12} {} images", format!("{name}"), set.len());
+    }
+    println!("classes      {}", t0.classes.len());
+    if let Some(c) = &ds.coarse {
+        println!("coarse       {} superclasses", c.classes.len());
+    }
+    println!("checksum     sha256:{}", ds.checksum);
+    println!("fingerprint  {}", ds.fingerprint);
+    let cache = match &ds.cache {
+        CacheStatus::Disabled => "disabled".to_string(),
+        CacheStatus::Hit(p) => format!("read from {}", p.display()),
+        CacheStatus::Built { path, replaced: None } => format!("decoded and written to {}", path.display()),
+        CacheStatus::Built { path, replaced: Some(why) } => {
+            format!("decoded and written to {} (previous cache not used: {why})", path.display())
+        }
+        CacheStatus::Unwritten(why) => format!("decoded; no cache written: {why}"),
+    };
+    println!("cache        {cache}");
+    println!("opened in    {secs:.3} s");
+    for n in &ds.notes {
+        println!("note         {n}");
+    }
+    let splits = ds.splits();
+    let counts: Vec<Vec<usize>> = splits.iter().map(|(_, s)| Dataset::class_counts(s)).collect();
+    let mut header = vec!["class"];
+    header.extend(splits.iter().map(|(n, _)| *n));
+    let rows: Vec<Vec<String>> = t0
+        .classes
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let mut row = vec![c.clone()];
+            row.extend(counts.iter().map(|cs| cs[i].to_string()));
+            row
+        })
+        .collect();
+    println!();
+    println!("{}", render_table(&header, &rows));
+    Ok(())
+}
+
+fn list_remotes() {
+    let rows: Vec<Vec<String>> = download::catalog()
+        .iter()
+        .map(|r| {
+            vec![
+                r.name.clone(),
+                r.size.map(|s| format!("{:.0} MB", s as f64 / 1e6)).unwrap_or_else(|| "?".into()),
+                r.url.clone(),
+                r.checksum.to_string(),
+            ]
+        })
+        .collect();
+    println!("{}", render_table(&["name", "size", "url", "checksum"], &rows));
+}
+
+fn fetch(name: String, dir: PathBuf) -> vitlab::Result<()> {
+    let remote = download::find(&name)?;
+    eprintln!("{}: {} -> {}", remote.name, remote.url, dir.join(&remote.file).display());
+    eprintln!("checksum: {} ({})", remote.checksum, remote.checksum_source);
+    let mut last = Instant::now();
+    let mut progress = |done: u64, total: Option<u64>| {
+        if last.elapsed().as_secs_f64() >= 1.0 {
+            last = Instant::now();
+            match total {
+                Some(t) if t > 0 => eprintln!("  {:.1} / {:.1} MB ({:.0}%)", done as f64 / 1e6, t as f64 / 1e6, 100.0 * done as f64 / t as f64),
+                _ => eprintln!("  {:.1} MB", done as f64 / 1e6),
+            }
+        }
+    };
+    let path = download::download(&remote, &dir, &mut progress)?;
+    println!("{}", path.display());
+    eprintln!("verified; open it with `vitlab data info {}`", path.display());
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn bench(
+    path: PathBuf,
+    batch: usize,
+    workers: usize,
+    seconds: f64,
+    augment: &str,
+    normalize: &str,
+    open: &OpenArgs,
+) -> vitlab::Result<()> {
+    let augment = match augment {
+        "standard" => Augment::standard(),
+        "paper" => Augment::paper(),
+        "none" => Augment::none(),
+        other => return Err(vitlab::Error::config("augment", format!("{other:?} is not standard, paper or none"))),
+    };
+    let normalize = match normalize {
+        "cifar" => Normalize::Cifar,
+        "imagenet" => Normalize::Imagenet,
+        "minus-one-one" => Normalize::MinusOneOne,
+        other => {
+            return Err(vitlab::Error::config(
+                "normalize",
+                format!("{other:?} is not cifar, imagenet or minus-one-one"),
+            ))
+        }
+    };
+    if batch == 0 {
+        return Err(vitlab::Error::config("batch", "must be positive"));
+    }
+    let t = Instant::now();
+    let ds = open_with(&path, &open.options())?;
+    eprintln!("{} (opened in {:.3} s)", ds.summary(), t.elapsed().as_secs_f64());
+    let size = ds.train.height.max(ds.train.width);
+    let n = ds.train.len();
+    let config = LoaderConfig {
+        batch_size: batch,
+        image_size: size,
+        augment,
+        normalize,
+        shuffle: true,
+        drop_last: false,
+        workers,
+        seed: 0,
+    };
+    let loader = Loader::new(Arc::new(ds.train), (0..n).collect(), config);
+    let start = Instant::now();
+    let (mut images, mut batches, mut epoch) = (0usize, 0usize, 0u64);
+    let mut checksum = 0f64;
+    'outer: loop {
+        for b in loader.epoch(epoch, 0) {
+            images += b.labels.len();
+            batches += 1;
+            checksum += b.images[0] as f64;
+            if start.elapsed().as_secs_f64() >= seconds {
+                break 'outer;
+            }
+        }
+        epoch += 1;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "{:.0} images/s ({images} images in {batches} batches of {batch}, {size}x{size}, {workers} workers, {secs:.2} s)",
+        images as f64 / secs
+    );
+    std::hint::black_box(checksum);
+    Ok(())
+}
