@@ -18,6 +18,10 @@ struct Cli {
 enum Command {
     /// List every block variant x size with its dimensions and parameter count.
     Models(commands::models::Args),
+    /// Train a classifier from a TOML experiment config (or resume a run).
+    Train(commands::train::Args),
+    /// Test metrics of a checkpoint or run directory on a dataset.
+    Eval(commands::eval::Args),
     /// Datasets: `info` (what a path holds), `download`, `bench` (loader speed).
     Data(commands::data::Args),
 }
@@ -26,6 +30,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Models(args) => commands::models::run(args),
+        Command::Train(args) => commands::train::run(args),
+        Command::Eval(args) => commands::eval::run(args),
         Command::Data(args) => commands::data::run(args),
     };
     match result {

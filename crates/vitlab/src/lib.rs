@@ -9,8 +9,11 @@
 //! Model code never names a backend: tensors carry their device.
 
 pub mod backend;
+pub mod config;
 pub mod data;
 pub mod error;
+pub mod metrics;
 pub mod models;
+pub mod train;
 
 pub use error::{Error, Result};

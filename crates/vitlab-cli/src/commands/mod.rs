@@ -1,7 +1,9 @@
 //! One module per subcommand.
 
 pub mod data;
+pub mod eval;
 pub mod models;
+pub mod train;
 
 use std::str::FromStr;
 
@@ -19,6 +21,11 @@ pub fn parse_named<T: FromStr<Err = vitlab::Error>>(s: &str) -> Result<T, String
         vitlab::Error::Config { message, .. } => message,
         other => other.to_string(),
     })
+}
+
+/// clap value parser for `--backend`.
+pub fn parse_named_backend(s: &str) -> Result<vitlab::backend::Backend, String> {
+    parse_named(s)
 }
 
 /// Renders rows as an aligned text table.

@@ -111,12 +111,14 @@ impl Mlp {
     }
 }
 
-/// Scaled dot-product attention over `[B, H, T, hd]` tensors; returns `[B, T, H*hd]`.
-fn attend(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, scale: f64) -> Tensor<3> {
+/// Scaled dot-product attention over `[B, H, T, hd]` tensors; returns `[B, T, H*hd]`
+/// and, when `probe` is set, the largest attention logit (detached).
+fn attend(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, scale: f64, probe: bool) -> (Tensor<3>, Option<Tensor<1>>) {
     let [b, h, t, hd] = q.dims();
     let logits = q.matmul(k.swap_dims(2, 3)).mul_scalar(scale);
+    let max_logit = probe.then(|| logits.clone().detach().max());
     let weights = softmax(logits, 3);
-    weights.matmul(v).swap_dims(1, 2).reshape([b, t, h * hd])
+    (weights.matmul(v).swap_dims(1, 2).reshape([b, t, h * hd]), max_logit)
 }
 
 /// Multi-head self-attention: one fused QKV projection, optional QK-norm.
@@ -160,6 +162,11 @@ impl Attention {
     }
 
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+        self.forward_probed(x, false).0
+    }
+
+    /// The forward pass, and with `probe` the largest attention logit.
+    pub fn forward_probed(&self, x: Tensor<3>, probe: bool) -> (Tensor<3>, Option<Tensor<1>>) {
         let [b, t, d] = x.dims();
         let (h, hd) = (self.heads, d / self.heads);
         // [B, T, 3, H, hd] -> [3, B, H, T, hd]
@@ -178,7 +185,8 @@ impl Attention {
             Some(n) => n.forward(k),
             None => k,
         };
-        self.proj.forward(attend(q, k, v, self.scale))
+        let (out, max_logit) = attend(q, k, v, self.scale, probe);
+        (self.proj.forward(out), max_logit)
     }
 }
 
@@ -223,7 +231,7 @@ impl MapPool {
         let kv = self.kv.forward(x).reshape([b, t, 2, h, hd]).permute([2, 0, 3, 1, 4]);
         let mut parts = kv.chunk(2, 0).into_iter().map(|p| p.squeeze_dim::<4>(0));
         let (k, v) = (parts.next().unwrap(), parts.next().unwrap());
-        let y = self.proj.forward(attend(q, k, v, (hd as f64).powf(-0.5)));
+        let y = self.proj.forward(attend(q, k, v, (hd as f64).powf(-0.5), false).0);
         let y = y.clone() + self.mlp.forward(self.norm.forward(y));
         y.reshape([b, d])
     }

@@ -9,4 +9,4 @@ pub mod vit;
 pub mod weights;
 
 pub use config::{AttnScale, BlockVariant, HeadKind, Init, ModelConfig, Pool, Preset, Size};
-pub use vit::{param_count, Block, BlockConfig, Vit};
+pub use vit::{param_count, Block, BlockConfig, BlockProbe, Vit};

@@ -107,6 +107,11 @@ impl Block {
     }
 
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+        self.forward_probed(x, false).0
+    }
+
+    /// The forward pass, and with `probe` the largest attention logit of the block.
+    pub fn forward_probed(&self, x: Tensor<3>, probe: bool) -> (Tensor<3>, Option<Tensor<1>>) {
         fn apply(norm: &Option<Norm>, x: Tensor<3>) -> Tensor<3> {
             match norm {
                 Some(n) => n.forward(x),
@@ -115,20 +120,31 @@ impl Block {
         }
         match self.variant {
             BlockVariant::Vit => {
-                let x = x.clone() + self.attn.forward(apply(&self.norm1, x));
-                x.clone() + self.mlp.forward(apply(&self.norm2, x))
+                let (a, max_logit) = self.attn.forward_probed(apply(&self.norm1, x.clone()), probe);
+                let x = x + a;
+                (x.clone() + self.mlp.forward(apply(&self.norm2, x)), max_logit)
             }
             BlockVariant::Vit22b | BlockVariant::Vit22bLn => {
                 let h = apply(&self.norm1, x.clone());
                 let mlp = apply(&self.mlp_norm, self.mlp.forward(h.clone()));
-                x + self.attn.forward(h) + mlp
+                let (a, max_logit) = self.attn.forward_probed(h, probe);
+                (x + a + mlp, max_logit)
             }
             BlockVariant::Vit22bCode => {
-                let branches = self.attn.forward(x.clone()) + self.mlp.forward(x.clone());
-                x + apply(&self.out_norm, branches)
+                let (a, max_logit) = self.attn.forward_probed(x.clone(), probe);
+                let branches = a + self.mlp.forward(x.clone());
+                (x + apply(&self.out_norm, branches), max_logit)
             }
         }
     }
+}
+
+/// What [`Vit::forward_probed`] measures in each block (detached scalars).
+pub struct BlockProbe {
+    /// Root mean square of the block's output tokens.
+    pub act_rms: Tensor<1>,
+    /// The largest attention logit (after scaling) in the block.
+    pub max_attn_logit: Tensor<1>,
 }
 
 /// A ViT classifier: patch embedding, blocks, final norm, pooling, head.
@@ -203,16 +219,26 @@ impl Vit {
 
     /// Token states after the last block (before the final norm).
     pub fn trunk(&self, images: Tensor<4>) -> Tensor<3> {
+        self.trunk_probed(images, false).0
+    }
+
+    fn trunk_probed(&self, images: Tensor<4>, probe: bool) -> (Tensor<3>, Vec<BlockProbe>) {
         let mut x = self.patch_embed.forward(self.patchify(images));
         if let Some(cls) = &self.cls_token {
             let [b, _, d] = x.dims();
             x = Tensor::cat(vec![cls.val().expand([b, 1, d]), x], 1);
         }
         x = x + self.pos_embed.val();
+        let mut probes = Vec::new();
         for block in &self.blocks {
-            x = block.forward(x);
+            let (y, max_logit) = block.forward_probed(x, probe);
+            x = y;
+            if let Some(max_attn_logit) = max_logit {
+                let act_rms = x.clone().detach().powi_scalar(2).mean().sqrt();
+                probes.push(BlockProbe { act_rms, max_attn_logit });
+            }
         }
-        x
+        (x, probes)
     }
 
     /// Pooled features `[B, D]` from the trunk's tokens.
@@ -246,6 +272,13 @@ impl Vit {
     /// `[B, C, H, W]` images to `[B, classes]` logits.
     pub fn forward(&self, images: Tensor<4>) -> Tensor<2> {
         self.classify(self.pool(self.trunk(images)))
+    }
+
+    /// Logits plus per-block activation RMS and max attention logit (the
+    /// training monitors); the same computation as [`Vit::forward`].
+    pub fn forward_probed(&self, images: Tensor<4>) -> (Tensor<2>, Vec<BlockProbe>) {
+        let (tokens, probes) = self.trunk_probed(images, true);
+        (self.classify(self.pool(tokens)), probes)
     }
 }
 

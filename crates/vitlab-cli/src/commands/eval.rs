@@ -1,0 +1,93 @@
+//! `vitlab eval`: test metrics of a checkpoint or run directory on a dataset.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use vitlab::backend::Backend;
+use vitlab::train::classify::{evaluate, load_model};
+use vitlab::Error;
+
+use super::{parse_named_backend, Format};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A checkpoint file, or a run directory (its best checkpoint, else latest).
+    checkpoint: PathBuf,
+    /// Dataset path (defaults to the run's data.path).
+    #[arg(long)]
+    data: Option<String>,
+    /// Which split: test or train.
+    #[arg(long, default_value = "test")]
+    split: String,
+    #[arg(long, default_value = "flex", value_parser = parse_named_backend)]
+    backend: Backend,
+    /// Also write the metrics to this JSON file.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+}
+
+pub fn run(args: Args) -> vitlab::Result<()> {
+    let device = args.backend.device()?;
+    let (model, ck) = load_model(&args.checkpoint, &device)?;
+    let mut config = ck.config.clone();
+    if let Some(d) = args.data {
+        config.data.path = d;
+    }
+    let set = if config.data.path == "synthetic" {
+        let d = &config.data;
+        match args.split.as_str() {
+            "train" => vitlab::data::ImageSet::synthetic(d.synthetic_train, d.synthetic_classes, d.synthetic_size, config.seed),
+            _ => vitlab::data::ImageSet::synthetic(d.synthetic_test, d.synthetic_classes, d.synthetic_size, config.seed ^ 0xABCD),
+        }
+    } else {
+        let ds = vitlab::data::open(&config.data.path)?;
+        match args.split.as_str() {
+            "train" => ds.train,
+            "test" => ds.test.ok_or_else(|| {
+                Error::config("--split", format!("{} has no test split", config.data.path))
+            })?,
+            other => return Err(Error::config("--split", format!("unknown split {other:?}; expected test or train"))),
+        }
+    };
+    let classes: Vec<String> = ck
+        .metadata
+        .get("classes")
+        .and_then(|c| serde_json::from_str(c).ok())
+        .unwrap_or_default();
+    if !classes.is_empty() && classes != set.classes {
+        return Err(Error::config(
+            "--data",
+            format!(
+                "the dataset's classes {:?} differ from the checkpoint's {:?}",
+                set.classes, classes
+            ),
+        ));
+    }
+    let set = Arc::new(set);
+    let idx: Vec<usize> = (0..set.len()).collect();
+    let m = evaluate(&model, &set, &idx, &config, &device);
+    let json = serde_json::json!({
+        "checkpoint": ck.path, "data": config.data.path, "split": args.split,
+        "count": m.count, "loss": m.loss, "top1": m.top1, "top5": m.top5, "auroc": m.auroc,
+        "per_class_accuracy": set.classes.iter().zip(&m.per_class_accuracy)
+            .map(|(c, a)| (c.clone(), serde_json::json!(a))).collect::<serde_json::Map<_, _>>(),
+    });
+    if let Some(out) = &args.out {
+        let text = serde_json::to_string_pretty(&json).expect("json");
+        vitlab::models::weights::atomic_write(out, text.as_bytes())?;
+    }
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&json).expect("json")),
+        _ => {
+            println!("{} on {} ({} split, {} images)", ck.path.display(), config.data.path, args.split, m.count);
+            println!("top-1 {:.4}  top-5 {:.4}  AUROC {}  loss {:.4}", m.top1, m.top5,
+                m.auroc.map_or("-".into(), |a| format!("{a:.4}")), m.loss);
+            for (c, a) in set.classes.iter().zip(&m.per_class_accuracy) {
+                println!("  {c:<16} {a:.4}");
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,70 @@
+//! `vitlab train`: train a classifier from a TOML experiment config.
+
+use std::path::PathBuf;
+
+use vitlab::config::ExperimentConfig;
+use vitlab::train::classify;
+use vitlab::train::progress::Progress;
+use vitlab::train::RunDir;
+use vitlab::Error;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Experiment config (TOML; see configs/ and docs/CONFIG.md).
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// Run directory to create (config, metrics, checkpoints, results).
+    #[arg(long, short)]
+    out: Option<PathBuf>,
+    /// Override a config key, e.g. `--set optim.lr=3e-4` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    overrides: Vec<String>,
+    /// Continue the run in this directory from its latest checkpoint.
+    #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["config", "out", "overrides"])]
+    resume: Option<PathBuf>,
+    /// No progress bar; one log line per epoch.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+pub fn run(args: Args) -> vitlab::Result<()> {
+    let mut progress = Progress::new(args.quiet);
+    let (config, run, resume) = match args.resume {
+        Some(dir) => {
+            // The config comes from the checkpoint; this one is only a placeholder.
+            let config = ExperimentConfig::load(Some(&dir.join("config.toml")), &[])?;
+            (config, RunDir::new(dir), true)
+        }
+        None => {
+            let config = ExperimentConfig::load(args.config.as_deref(), &args.overrides)?;
+            let out = args
+                .out
+                .ok_or_else(|| Error::config("--out", "a run directory is required (or --resume RUN_DIR)"))?;
+            if out.join("checkpoints").join("latest.safetensors").exists() {
+                return Err(Error::config(
+                    "--out",
+                    format!(
+                        "{} already holds a run; continue it with `vitlab train --resume {}` or choose another --out",
+                        out.display(),
+                        out.display()
+                    ),
+                ));
+            }
+            (config, RunDir::new(out), false)
+        }
+    };
+    let results = classify::train(&config, &run, resume, &mut progress)?;
+    println!("{}", serde_json::to_string_pretty(&serde_json::json!({
+        "run": run.root,
+        "exit_cause": results.exit_cause,
+        "explosion": results.explosion,
+        "epochs": results.epochs,
+        "steps": results.steps,
+        "best_val_acc": results.best_val_acc,
+        "test_top1": results.test.as_ref().map(|t| t.top1),
+        "test_top5": results.test.as_ref().map(|t| t.top5),
+        "test_auroc": results.test.as_ref().and_then(|t| t.auroc),
+        "wall_time_s": results.wall_time_s,
+    })).expect("json"));
+    Ok(())
+}

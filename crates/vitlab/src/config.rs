@@ -1,0 +1,406 @@
+//! Experiment configuration: one TOML file (data, not code) plus `--set key=value`
+//! overrides. Every key is documented in docs/CONFIG.md; unknown keys and bad
+//! values are errors that name the key.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::backend::Backend;
+use crate::data::{Augment, Normalize};
+use crate::models::{AttnScale, BlockVariant, HeadKind, Init, ModelConfig, Pool, Preset, Size};
+use crate::{Error, Result};
+
+/// The model section: a block variant and size preset, plus optional overrides.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ModelSection {
+    pub block: BlockVariant,
+    pub size: Size,
+    pub image_size: usize,
+    pub patch_size: usize,
+    pub preset: Preset,
+    /// Defaults to the dataset's class count.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub num_classes: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool: Option<Pool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub head: Option<HeadKind>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attn_scale: Option<AttnScale>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub final_norm: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qkv_bias: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub norm_eps: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub norm_center: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub init: Option<Init>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub depth: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dim: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mlp_dim: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heads: Option<usize>,
+}
+
+impl Default for ModelSection {
+    fn default() -> Self {
+        ModelSection {
+            block: BlockVariant::Vit,
+            size: Size::Tiny,
+            image_size: 32,
+            patch_size: 4,
+            preset: Preset::Default,
+            num_classes: None,
+            pool: None,
+            head: None,
+            attn_scale: None,
+            final_norm: None,
+            qkv_bias: None,
+            norm_eps: None,
+            norm_center: None,
+            init: None,
+            depth: None,
+            dim: None,
+            mlp_dim: None,
+            heads: None,
+        }
+    }
+}
+
+impl ModelSection {
+    /// The resolved model for a dataset with `classes` classes and `channels` channels.
+    pub fn resolve(&self, classes: usize, channels: usize) -> Result<ModelConfig> {
+        let mut c = ModelConfig::new(self.block, self.size)
+            .with_preset(self.preset)
+            .with_image(self.image_size, self.patch_size)
+            .with_classes(self.num_classes.unwrap_or(classes));
+        c.channels = channels;
+        macro_rules! over {
+            ($($field:ident),*) => { $( if let Some(v) = self.$field { c.$field = v; } )* };
+        }
+        over!(pool, head, attn_scale, final_norm, qkv_bias, norm_eps, norm_center, init, depth, dim, mlp_dim, heads);
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DataSection {
+    /// A dataset path (any format `vitlab data info` recognises), or
+    /// `synthetic` for a generated dataset (see `synthetic_*`).
+    pub path: String,
+    /// Train on the first N training images (0: all).
+    pub limit: usize,
+    /// Images held out from train for validation (stratified, seeded).
+    pub val_size: usize,
+    /// Validate on the test split, as the paper's code does (warns).
+    pub val_on_test: bool,
+    /// Loader worker threads.
+    pub workers: usize,
+    pub normalize: Normalize,
+    /// Generated dataset (path = "synthetic"): images per split, classes, side.
+    pub synthetic_train: usize,
+    pub synthetic_test: usize,
+    pub synthetic_classes: usize,
+    pub synthetic_size: usize,
+}
+
+impl Default for DataSection {
+    fn default() -> Self {
+        DataSection {
+            path: String::new(),
+            limit: 0,
+            val_size: 5000,
+            val_on_test: false,
+            workers: 2,
+            normalize: Normalize::Cifar,
+            synthetic_train: 2000,
+            synthetic_test: 500,
+            synthetic_classes: 10,
+            synthetic_size: 32,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OptimName {
+    Adamw,
+    Adam,
+    Sgd,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OptimSection {
+    pub name: OptimName,
+    pub lr: f64,
+    /// AdamW: decoupled (p -= lr * wd * p); Adam and SGD: L2 added to the gradient (PyTorch semantics).
+    pub weight_decay: f64,
+    pub betas: [f64; 2],
+    pub eps: f64,
+    /// SGD momentum (0: plain SGD).
+    pub momentum: f64,
+    pub nesterov: bool,
+}
+
+impl Default for OptimSection {
+    fn default() -> Self {
+        OptimSection {
+            name: OptimName::Adamw,
+            lr: 1e-3,
+            weight_decay: 1e-4,
+            betas: [0.9, 0.999],
+            eps: 1e-8,
+            momentum: 0.9,
+            nesterov: false,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ScheduleName {
+    Constant,
+    Multistep,
+    Cosine,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ScheduleSection {
+    pub name: ScheduleName,
+    /// Multistep: epochs, as fractions of the total, after which the LR is multiplied by `gamma`.
+    pub milestones: Vec<f64>,
+    pub gamma: f64,
+    /// Linear warmup from 0 over this many epochs (fractional allowed), for any schedule.
+    pub warmup_epochs: f64,
+    /// Cosine: the final LR as a fraction of the peak.
+    pub min_lr_ratio: f64,
+}
+
+impl Default for ScheduleSection {
+    fn default() -> Self {
+        ScheduleSection {
+            name: ScheduleName::Constant,
+            milestones: vec![0.3, 0.6, 0.9],
+            gamma: 0.5,
+            warmup_epochs: 0.0,
+            min_lr_ratio: 0.0,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LossSection {
+    pub label_smoothing: f64,
+}
+
+/// Stabilisers, each defined in docs/CONFIG.md; 0 disables.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StabilizerSection {
+    /// Clip the global gradient norm (over all parameters) to this value.
+    pub clip_grad_norm: f64,
+    /// z-loss: coef * mean over the batch of logsumexp(logits)^2 (PaLM).
+    pub z_loss: f64,
+    /// coef * mean over the batch and classes of logits^2.
+    pub logit_l2: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MonitorSection {
+    /// Per-block gradient norm, activation RMS and max attention logit every N steps (0: never).
+    pub block_every: usize,
+    /// Stop as exploded when the max logit exceeds this (0: no threshold).
+    pub max_logit: f64,
+    /// Stop as exploded when the max |gradient| exceeds this (0: no threshold).
+    pub max_grad: f64,
+}
+
+impl Default for MonitorSection {
+    fn default() -> Self {
+        MonitorSection {
+            block_every: 50,
+            max_logit: 1e4,
+            max_grad: 1e4,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CheckpointSection {
+    /// Also write `latest` every N steps within an epoch (0: at epoch ends only).
+    pub every_steps: usize,
+}
+
+impl Default for CheckpointSection {
+    fn default() -> Self {
+        CheckpointSection { every_steps: 500 }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    Fp32,
+    Bf16,
+}
+
+/// A classification experiment.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ExperimentConfig {
+    pub seed: u64,
+    pub epochs: usize,
+    pub batch_size: usize,
+    pub backend: Backend,
+    pub precision: Precision,
+    /// Stop after this many optimiser steps in total (0: no limit); for stability studies.
+    pub max_steps: usize,
+    /// Early stopping: epochs without a validation-accuracy gain (0: off).
+    pub patience: usize,
+    pub model: ModelSection,
+    pub data: DataSection,
+    pub augment: Augment,
+    pub optim: OptimSection,
+    pub schedule: ScheduleSection,
+    pub loss: LossSection,
+    pub stabilizers: StabilizerSection,
+    pub monitor: MonitorSection,
+    pub checkpoint: CheckpointSection,
+}
+
+impl Default for ExperimentConfig {
+    fn default() -> Self {
+        ExperimentConfig {
+            seed: 0,
+            epochs: 10,
+            batch_size: 128,
+            backend: Backend::Flex,
+            precision: Precision::Fp32,
+            max_steps: 0,
+            patience: 0,
+            model: ModelSection::default(),
+            data: DataSection::default(),
+            augment: Augment::standard(),
+            optim: OptimSection::default(),
+            schedule: ScheduleSection::default(),
+            loss: LossSection::default(),
+            stabilizers: StabilizerSection::default(),
+            monitor: MonitorSection::default(),
+            checkpoint: CheckpointSection::default(),
+        }
+    }
+}
+
+/// Parses `value` as a TOML value (number, bool, array, quoted string), or a bare string.
+fn parse_value(value: &str) -> toml::Value {
+    match toml::from_str::<toml::Table>(&format!("v = {value}")) {
+        Ok(mut t) => t.remove("v").expect("parsed key"),
+        Err(_) => toml::Value::String(value.to_string()),
+    }
+}
+
+/// Sets `a.b.c = value` in a TOML table, creating tables on the way.
+pub fn set_key(table: &mut toml::Table, key: &str, value: &str) -> Result<()> {
+    let parts: Vec<&str> = key.split('.').collect();
+    if parts.iter().any(|p| p.is_empty()) {
+        return Err(Error::config(key, "not a valid key (expected e.g. optim.lr)"));
+    }
+    let mut t = table;
+    for p in &parts[..parts.len() - 1] {
+        let entry = t
+            .entry(p.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        t = entry
+            .as_table_mut()
+            .ok_or_else(|| Error::config(key, format!("{p} is a value, not a section")))?;
+    }
+    t.insert(parts[parts.len() - 1].to_string(), parse_value(value));
+    Ok(())
+}
+
+/// Splits a `key=value` override.
+pub fn parse_override(s: &str) -> Result<(String, String)> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| Error::config(s, "an override must look like key=value, e.g. optim.lr=3e-4"))?;
+    Ok((k.trim().to_string(), v.trim().to_string()))
+}
+
+impl ExperimentConfig {
+    /// Builds a config from a TOML table; errors name the offending key path.
+    pub fn from_table(table: toml::Table, source: &str) -> Result<Self> {
+        let de = toml::Value::Table(table);
+        let config: ExperimentConfig = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            Error::config(
+                if path == "." { source.to_string() } else { format!("{source}: {path}") },
+                e.into_inner().to_string(),
+            )
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Reads a TOML file (if any) and applies `key=value` overrides.
+    pub fn load(path: Option<&Path>, overrides: &[String]) -> Result<Self> {
+        let (mut table, source) = match path {
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?;
+                let t: toml::Table = toml::from_str(&text)
+                    .map_err(|e| Error::config(p.display().to_string(), e.to_string()))?;
+                (t, p.display().to_string())
+            }
+            None => (toml::Table::new(), "config".to_string()),
+        };
+        for o in overrides {
+            let (k, v) = parse_override(o)?;
+            set_key(&mut table, &k, &v)?;
+        }
+        Self::from_table(table, &source)
+    }
+
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("config serialises")
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if self.epochs == 0 && self.max_steps == 0 {
+            return Err(Error::config("epochs", "must be at least 1"));
+        }
+        if self.batch_size == 0 {
+            return Err(Error::config("batch_size", "must be at least 1"));
+        }
+        if !(self.optim.lr > 0.0 && self.optim.lr.is_finite()) {
+            return Err(Error::config("optim.lr", "must be a positive number"));
+        }
+        if !(0.0..1.0).contains(&self.loss.label_smoothing) {
+            return Err(Error::config("loss.label_smoothing", "must be in [0, 1)"));
+        }
+        if self.data.path.is_empty() {
+            return Err(Error::config("data.path", "is required (a dataset path, or \"synthetic\")"));
+        }
+        for (name, p) in [("augment.hflip", self.augment.hflip), ("augment.vflip", self.augment.vflip)] {
+            if !(0.0..=1.0).contains(&p) {
+                return Err(Error::config(name, "a probability must be in [0, 1]"));
+            }
+        }
+        if self.schedule.milestones.iter().any(|m| !(0.0..=1.0).contains(m)) {
+            return Err(Error::config("schedule.milestones", "milestones are fractions of the epochs, in [0, 1]"));
+        }
+        Ok(())
+    }
+}

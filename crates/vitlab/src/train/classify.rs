@@ -1,0 +1,451 @@
+//! Image classification: the trainer behind `vitlab train`, and evaluation
+//! (`vitlab eval`) and prediction (`vitlab predict`) from checkpoints.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use burn::module::Module;
+use burn::tensor::activation::log_softmax;
+use burn::tensor::{Device, Tensor, TensorData};
+use serde::{Deserialize, Serialize};
+
+use super::optim::{grad_stats, Optimizer};
+use super::progress::Progress;
+use super::{
+    run_loop, BlockMonitor, Checkpoint, ExitCause, Explosion, LoopState, RunDir, StepContext, StepOutput, Task,
+    Validation,
+};
+use crate::config::ExperimentConfig;
+use crate::data::loader::{Loader, LoaderConfig};
+use crate::data::{stratified_split, Augment, Batch, ImageSet};
+use crate::metrics::{ClassificationMetrics, Predictions};
+use crate::models::weights::{apply, collect, tensor_to_vec, TensorMap};
+use crate::models::{param_count, ModelConfig, Vit};
+use crate::{Error, Result};
+
+/// The splits a classification run uses.
+pub struct Splits {
+    pub train: Arc<ImageSet>,
+    pub train_indices: Vec<usize>,
+    /// Validation images: a held-out part of train, or the test split with `val_on_test`.
+    pub val: Option<(Arc<ImageSet>, Vec<usize>)>,
+    pub test: Option<Arc<ImageSet>>,
+    pub classes: Vec<String>,
+    /// What was loaded, for the log.
+    pub description: String,
+    pub warnings: Vec<String>,
+}
+
+/// Loads the configured dataset and carves the validation split.
+pub fn load_splits(config: &ExperimentConfig) -> Result<Splits> {
+    let d = &config.data;
+    let (train, test, description) = if d.path == "synthetic" {
+        let train = ImageSet::synthetic(d.synthetic_train, d.synthetic_classes, d.synthetic_size, config.seed);
+        let test = ImageSet::synthetic(d.synthetic_test, d.synthetic_classes, d.synthetic_size, config.seed ^ 0xABCD);
+        let desc = format!(
+            "synthetic: {} train / {} test images, {} classes, {}x{}",
+            train.len(),
+            test.len(),
+            d.synthetic_classes,
+            d.synthetic_size,
+            d.synthetic_size
+        );
+        (train, Some(test), desc)
+    } else {
+        let ds = crate::data::open(&d.path)?;
+        let desc = ds.summary();
+        (ds.train, ds.test, desc)
+    };
+    let classes = train.classes.clone();
+    let train = Arc::new(train);
+    let test = test.map(Arc::new);
+    let mut warnings = Vec::new();
+    let all: Vec<usize> = (0..train.len()).collect();
+    let (mut train_indices, val) = if d.val_on_test {
+        let test = test.clone().ok_or_else(|| {
+            Error::config("data.val_on_test", format!("{} has no test split to validate on", d.path))
+        })?;
+        warnings.push(
+            "validating on the test split (data.val_on_test = true), as the paper's code does: \
+             early stopping and the best checkpoint then peek at the test set"
+                .to_string(),
+        );
+        let idx = (0..test.len()).collect();
+        (all, Some((test, idx)))
+    } else if d.val_size > 0 {
+        if d.val_size >= train.len() {
+            return Err(Error::config(
+                "data.val_size",
+                format!("{} validation images leave none of the {} training images", d.val_size, train.len()),
+            ));
+        }
+        let (tr, va) = stratified_split(&train.labels, d.val_size, config.seed);
+        (tr, Some((train.clone(), va)))
+    } else {
+        (all, None)
+    };
+    if d.limit > 0 {
+        train_indices.truncate(d.limit);
+    }
+    Ok(Splits {
+        train,
+        train_indices,
+        val,
+        test,
+        classes,
+        description,
+        warnings,
+    })
+}
+
+/// Logits of `model` on images `indices` of `set` (inference, no autodiff), row-major.
+pub fn predict_logits(
+    model: &Vit,
+    set: &Arc<ImageSet>,
+    indices: &[usize],
+    config: &ExperimentConfig,
+    device: &Device,
+) -> Vec<f32> {
+    let loader = Loader::new(
+        set.clone(),
+        indices.to_vec(),
+        LoaderConfig {
+            batch_size: config.batch_size.max(256),
+            image_size: config.model.image_size,
+            augment: Augment::none(),
+            normalize: config.data.normalize.clone(),
+            shuffle: false,
+            drop_last: false,
+            workers: config.data.workers,
+            seed: config.seed,
+        },
+    );
+    let mut out = Vec::with_capacity(indices.len() * set.classes.len());
+    for batch in loader.epoch(0, 0) {
+        let x = Tensor::<4>::from_data(TensorData::new(batch.images, batch.shape), device);
+        out.extend(tensor_to_vec(model.forward(x)));
+    }
+    out
+}
+
+/// Metrics of `model` on images `indices` of `set`.
+pub fn evaluate(
+    model: &Vit,
+    set: &Arc<ImageSet>,
+    indices: &[usize],
+    config: &ExperimentConfig,
+    device: &Device,
+) -> ClassificationMetrics {
+    let logits = predict_logits(model, set, indices, config, device);
+    let labels: Vec<u32> = indices.iter().map(|&i| set.labels[i]).collect();
+    Predictions {
+        logits: &logits,
+        labels: &labels,
+        classes: set.classes.len(),
+    }
+    .summary()
+}
+
+/// The classification trainer.
+pub struct Classifier {
+    pub model: Vit,
+    pub model_config: ModelConfig,
+    optim: Optimizer,
+    config: ExperimentConfig,
+    device: Device,
+    loader: Loader,
+    val: Option<(Arc<ImageSet>, Vec<usize>)>,
+    classes: Vec<String>,
+}
+
+impl Classifier {
+    /// Builds the model (seeded) on `device` (without autodiff; it is added here).
+    pub fn new(config: &ExperimentConfig, splits: &Splits, device: &Device) -> Result<Self> {
+        let model_config = config.model.resolve(splits.classes.len(), splits.train.channels)?;
+        if splits.train.height != splits.train.width {
+            return Err(Error::config(
+                "data.path",
+                format!(
+                    "images are {}x{}; vitlab's models take square images",
+                    splits.train.height, splits.train.width
+                ),
+            ));
+        }
+        let ad = device.clone().autodiff();
+        ad.seed(config.seed);
+        let model = Vit::new(&model_config, &ad)?;
+        let loader = Loader::new(
+            splits.train.clone(),
+            splits.train_indices.clone(),
+            LoaderConfig {
+                batch_size: config.batch_size,
+                image_size: config.model.image_size,
+                augment: config.augment.clone(),
+                normalize: config.data.normalize.clone(),
+                shuffle: true,
+                drop_last: true,
+                workers: config.data.workers,
+                seed: config.seed,
+            },
+        );
+        Ok(Classifier {
+            model,
+            model_config,
+            optim: Optimizer::new(config.optim.clone()),
+            config: config.clone(),
+            device: ad,
+            loader,
+            val: splits.val.clone(),
+            classes: splits.classes.clone(),
+        })
+    }
+
+    /// Cross-entropy with label smoothing plus the logit stabilisers.
+    fn loss(&self, logits: Tensor<2>, labels: &[u32]) -> Tensor<1> {
+        let [b, k] = logits.dims();
+        let eps = self.config.loss.label_smoothing;
+        let mut target = vec![(eps / k as f64) as f32; b * k];
+        for (i, &y) in labels.iter().enumerate() {
+            target[i * k + y as usize] += (1.0 - eps) as f32;
+        }
+        let target = Tensor::<2>::from_data(TensorData::new(target, [b, k]), &self.device);
+        let mut loss = (log_softmax(logits.clone(), 1) * target).sum_dim(1).mean().neg();
+        let s = &self.config.stabilizers;
+        if s.z_loss > 0.0 {
+            // PaLM's z-loss: coef * log(Z)^2, Z = sum(exp(logits)).
+            let max = logits.clone().detach().max_dim(1);
+            let lse = (logits.clone() - max.clone()).exp().sum_dim(1).log() + max;
+            loss = loss + lse.powi_scalar(2).mean().mul_scalar(s.z_loss);
+        }
+        if s.logit_l2 > 0.0 {
+            loss = loss + logits.powi_scalar(2).mean().mul_scalar(s.logit_l2);
+        }
+        loss
+    }
+
+    /// The model in inference mode on the plain device.
+    pub fn inference_model(&self) -> Vit {
+        self.model.valid()
+    }
+}
+
+impl Task for Classifier {
+    type Batch = Batch;
+
+    fn batches_per_epoch(&self) -> usize {
+        self.loader.batches_per_epoch()
+    }
+
+    fn train_batches(&self, epoch: usize, start: usize) -> Box<dyn Iterator<Item = Batch>> {
+        Box::new(self.loader.epoch(epoch as u64, start))
+    }
+
+    fn batch_len(batch: &Batch) -> usize {
+        batch.labels.len()
+    }
+
+    fn step(&mut self, batch: Batch, ctx: &StepContext) -> Result<StepOutput> {
+        let x = Tensor::<4>::from_data(TensorData::new(batch.images, batch.shape), &self.device);
+        let (logits, probes) = if ctx.probe_blocks {
+            self.model.forward_probed(x)
+        } else {
+            (self.model.forward(x), Vec::new())
+        };
+        let loss = self.loss(logits.clone(), &batch.labels);
+        // One transfer for the scalars the monitors need.
+        let [b, _] = logits.dims();
+        let detached = logits.detach();
+        let head = Tensor::cat(vec![loss.clone().detach(), detached.clone().max()], 0);
+        let mut scalars = tensor_to_vec(head);
+        let preds = tensor_to_vec(detached.argmax(1).float().reshape([b]));
+        let (loss_value, max_logit) = (scalars.remove(0) as f64, scalars.remove(0) as f64);
+        let correct = preds.iter().zip(&batch.labels).filter(|(p, &y)| **p as u32 == y).count();
+
+        let grads = loss.backward();
+        let stats = grad_stats(&self.model, &grads);
+        let blocks = if probes.is_empty() {
+            Vec::new()
+        } else {
+            let n = probes.len();
+            let flat: Vec<Tensor<1>> = probes.into_iter().flat_map(|p| [p.act_rms, p.max_attn_logit]).collect();
+            let v = tensor_to_vec(Tensor::cat(flat, 0));
+            (0..n)
+                .map(|i| BlockMonitor {
+                    grad_norm: stats.block_norms.get(i).copied().unwrap_or(f64::NAN),
+                    act_rms: v[2 * i] as f64,
+                    max_attn_logit: v[2 * i + 1] as f64,
+                })
+                .collect()
+        };
+        let explosion: Option<Explosion> = ctx.check(loss_value, max_logit, &stats);
+        if explosion.is_none() {
+            let scale = ctx.clip_scale(&stats);
+            self.model = self.optim.step(self.model.clone(), &grads, ctx.lr, scale);
+        }
+        Ok(StepOutput {
+            loss: loss_value,
+            correct,
+            count: batch.labels.len(),
+            max_logit,
+            grads: stats,
+            blocks,
+            explosion,
+        })
+    }
+
+    fn validate(&mut self) -> Result<Option<Validation>> {
+        let Some((set, idx)) = &self.val else { return Ok(None) };
+        let model = self.inference_model();
+        let inner = self.device.clone().inner();
+        let m = evaluate(&model, set, idx, &self.config, &inner);
+        Ok(Some(Validation {
+            loss: m.loss,
+            accuracy: m.top1,
+        }))
+    }
+
+    fn checkpoint_tensors(&self) -> TensorMap {
+        let mut t: TensorMap = collect(&self.model).into_iter().map(|(k, v)| (format!("model.{k}"), v)).collect();
+        t.extend(self.optim.state().into_iter().map(|(k, v)| (format!("optim.{k}"), v)));
+        t
+    }
+
+    fn restore(&mut self, tensors: &TensorMap, state: &LoopState, source: &Path) -> Result<()> {
+        let group = |prefix: &str| -> TensorMap {
+            let p = format!("{prefix}.");
+            tensors
+                .iter()
+                .filter_map(|(k, v)| k.strip_prefix(&p).map(|k| (k.to_string(), v.clone())))
+                .collect()
+        };
+        self.model = apply(self.model.clone(), &group("model"), source)?;
+        self.optim.load_state(&group("optim"), state.step, &self.device.clone().inner());
+        Ok(())
+    }
+
+    fn checkpoint_metadata(&self) -> HashMap<String, String> {
+        HashMap::from([
+            ("model_config".into(), serde_json::to_string(&self.model_config).expect("json")),
+            ("classes".into(), serde_json::to_string(&self.classes).expect("json")),
+        ])
+    }
+}
+
+/// results.json of a classification run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Results {
+    pub exit_cause: ExitCause,
+    pub explosion: Option<Explosion>,
+    pub test: Option<ClassificationMetrics>,
+    /// Which checkpoint the test metrics come from (`best` or `latest`).
+    pub test_checkpoint: Option<String>,
+    pub best_val_acc: Option<f64>,
+    pub best_epoch: Option<usize>,
+    pub epochs: usize,
+    pub steps: u64,
+    pub params: usize,
+    pub wall_time_s: f64,
+    pub backend: String,
+    pub model: ModelConfig,
+    pub classes: Vec<String>,
+    pub data: String,
+}
+
+/// Trains (or resumes) a classifier in `run`; writes every run file and returns the results.
+pub fn train(config: &ExperimentConfig, run: &RunDir, resume: bool, progress: &mut Progress) -> Result<Results> {
+    run.create()?;
+    let checkpoint = if resume {
+        let path = run.latest();
+        if !path.exists() {
+            return Err(Error::config(
+                "--resume",
+                format!("{} has no checkpoint to resume from ({} is missing)", run.root.display(), path.display()),
+            ));
+        }
+        Some(Checkpoint::load(&path)?)
+    } else {
+        None
+    };
+    // A resumed run continues with the config it started with.
+    let config = checkpoint.as_ref().map_or(config.clone(), |c| c.config.clone());
+    crate::models::weights::atomic_write(&run.config(), config.to_toml().as_bytes())?;
+    let device = config.backend.device()?;
+    let splits = load_splits(&config)?;
+    progress.message(&format!("data: {}", splits.description));
+    for w in &splits.warnings {
+        progress.message(&format!("warning: {w}"));
+    }
+    let mut task = Classifier::new(&config, &splits, &device)?;
+    progress.message(&format!(
+        "model: {} {} ({} parameters), {} train images, backend {}",
+        config.model.block,
+        config.model.size,
+        param_count(&task.model_config),
+        splits.train_indices.len(),
+        config.backend
+    ));
+    let outcome = run_loop(&mut task, &config, run, checkpoint.as_ref(), progress)?;
+
+    // Test metrics from the best checkpoint (or the last good state).
+    let (test, test_checkpoint) = match &splits.test {
+        Some(test) => {
+            let (model, which) = if run.best().exists() {
+                let ck = Checkpoint::load(&run.best())?;
+                (apply(task.model.clone(), &ck.group("model"), &run.best())?.valid(), "best")
+            } else {
+                (task.inference_model(), "latest")
+            };
+            let idx: Vec<usize> = (0..test.len()).collect();
+            let m = evaluate(&model, test, &idx, &config, &device);
+            (Some(m), Some(which.to_string()))
+        }
+        None => (None, None),
+    };
+    let results = Results {
+        exit_cause: outcome.cause,
+        explosion: outcome.explosion,
+        test,
+        test_checkpoint,
+        best_val_acc: outcome.state.best_val_acc,
+        best_epoch: outcome.state.best_epoch,
+        epochs: outcome.state.epoch,
+        steps: outcome.state.step,
+        params: param_count(&task.model_config),
+        wall_time_s: outcome.wall_time_s,
+        backend: config.backend.to_string(),
+        model: task.model_config.clone(),
+        classes: splits.classes.clone(),
+        data: splits.description.clone(),
+    };
+    let json = serde_json::to_string_pretty(&results).expect("results serialise");
+    crate::models::weights::atomic_write(&run.results(), json.as_bytes())?;
+    Ok(results)
+}
+
+/// A model with its weights from a checkpoint file or a run directory (its `best`, else `latest`).
+pub fn load_model(path: &Path, device: &Device) -> Result<(Vit, Checkpoint)> {
+    let file = if path.is_dir() {
+        let run = RunDir::new(path);
+        if run.best().exists() {
+            run.best()
+        } else if run.latest().exists() {
+            run.latest()
+        } else {
+            return Err(Error::config(
+                "checkpoint",
+                format!("{} is a folder without checkpoints/best.safetensors or latest.safetensors", path.display()),
+            ));
+        }
+    } else {
+        path.to_path_buf()
+    };
+    let ck = Checkpoint::load(&file)?;
+    let model_config: ModelConfig = ck
+        .metadata
+        .get("model_config")
+        .and_then(|s| serde_json::from_str(s).ok())
+        .ok_or_else(|| Error::weights(&file, "checkpoint has no model_config metadata"))?;
+    let model = apply(Vit::new(&model_config, device)?, &ck.group("model"), &file)?;
+    Ok((model, ck))
+}

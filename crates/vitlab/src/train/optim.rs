@@ -1,0 +1,319 @@
+//! Optimisers (AdamW, Adam, SGD with momentum), learning-rate schedules and
+//! gradient statistics, written against burn's module visitors so that their
+//! state is keyed by the parameters' native names: checkpoints store it in
+//! safetensors beside the weights, and a resumed run continues bit for bit.
+//!
+//! Update rules follow PyTorch's `torch.optim` (AdamW: decoupled weight decay
+//! `p -= lr * wd * p`; Adam and SGD: `g += wd * p`).
+
+use std::collections::{BTreeMap, HashMap};
+
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
+use burn::tensor::{Gradients, Tensor};
+
+use crate::config::{OptimName, OptimSection, ScheduleName, ScheduleSection};
+use crate::models::weights::{tensor_to_vec, HostTensor, TensorMap};
+
+/// Per-parameter gradient statistics of one step.
+#[derive(Clone, Debug, Default)]
+pub struct GradStats {
+    /// sqrt of the sum of squares over every parameter's gradient.
+    pub global_norm: f64,
+    /// max |g| over every parameter.
+    pub max_abs: f64,
+    /// Gradient norm per transformer block (`blocks.i.*`), in block order.
+    pub block_norms: Vec<f64>,
+    /// Whether every gradient value is finite.
+    pub finite: bool,
+}
+
+struct StatsVisitor<'a> {
+    path: Vec<String>,
+    grads: &'a Gradients,
+    sq: Vec<Tensor<1>>,
+    max: Vec<Tensor<1>>,
+    block_of: Vec<Option<usize>>,
+}
+
+impl ModuleVisitor for StatsVisitor<'_> {
+    fn enter_module(&mut self, name: &str, _: &str) {
+        self.path.push(name.to_string());
+    }
+    fn exit_module(&mut self, _: &str, _: &str) {
+        self.path.pop();
+    }
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        if let Some(g) = param.val().grad(self.grads) {
+            let n = g.shape().num_elements();
+            let flat = g.reshape([n]);
+            self.sq.push(flat.clone().powi_scalar(2).sum());
+            self.max.push(flat.abs().max());
+            let block = (self.path.first().map(String::as_str) == Some("blocks"))
+                .then(|| self.path.get(1).and_then(|i| i.parse().ok()))
+                .flatten();
+            self.block_of.push(block);
+        }
+    }
+}
+
+/// Gradient norms and max |g| over all parameters, read back in one transfer.
+pub fn grad_stats<M: Module>(module: &M, grads: &Gradients) -> GradStats {
+    let mut v = StatsVisitor {
+        path: Vec::new(),
+        grads,
+        sq: Vec::new(),
+        max: Vec::new(),
+        block_of: Vec::new(),
+    };
+    module.visit(&mut v);
+    if v.sq.is_empty() {
+        return GradStats { finite: true, ..Default::default() };
+    }
+    let n = v.sq.len();
+    let all = tensor_to_vec(Tensor::cat([v.sq, v.max].concat(), 0));
+    let (sq, max) = all.split_at(n);
+    let blocks = v.block_of.iter().flatten().max().map_or(0, |m| m + 1);
+    let mut block_sq = vec![0f64; blocks];
+    for (s, b) in sq.iter().zip(&v.block_of) {
+        if let Some(b) = b {
+            block_sq[*b] += *s as f64;
+        }
+    }
+    let total: f64 = sq.iter().map(|&s| s as f64).sum();
+    GradStats {
+        global_norm: total.sqrt(),
+        max_abs: max.iter().fold(0f64, |m, &x| m.max(x as f64)),
+        block_norms: block_sq.into_iter().map(f64::sqrt).collect(),
+        finite: total.is_finite() && max.iter().all(|x| x.is_finite()),
+    }
+}
+
+/// Optimiser state of one parameter (flattened).
+#[derive(Clone)]
+struct Slot {
+    first: Option<Tensor<1>>,
+    second: Option<Tensor<1>>,
+}
+
+/// AdamW / Adam / SGD with momentum, with state keyed by parameter name.
+pub struct Optimizer {
+    config: OptimSection,
+    /// Number of steps taken (Adam's bias correction uses it).
+    pub steps: u64,
+    slots: HashMap<String, Slot>,
+}
+
+struct StepMapper<'a> {
+    opt: &'a mut Optimizer,
+    grads: &'a Gradients,
+    lr: f64,
+    grad_scale: f64,
+    path: Vec<String>,
+}
+
+impl ModuleMapper for StepMapper<'_> {
+    fn enter_module(&mut self, name: &str, _: &str) {
+        self.path.push(name.to_string());
+    }
+    fn exit_module(&mut self, _: &str, _: &str) {
+        self.path.pop();
+    }
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        let (id, tensor, mapper) = param.consume();
+        let Some(grad) = tensor.grad(self.grads) else {
+            return Param::from_mapped_value(id, tensor, mapper);
+        };
+        let dims = tensor.dims();
+        let n = tensor.shape().num_elements();
+        let require_grad = tensor.is_require_grad();
+        let p = tensor.inner().reshape([n]);
+        let mut g = grad.reshape([n]);
+        if self.grad_scale != 1.0 {
+            g = g.mul_scalar(self.grad_scale);
+        }
+        let key = self.path.join(".");
+        let updated = self.opt.update(&key, p, g, self.lr);
+        let mut new = Tensor::from_inner(updated.reshape(dims));
+        if require_grad {
+            new = new.require_grad();
+        }
+        Param::from_mapped_value(id, new, mapper)
+    }
+}
+
+impl Optimizer {
+    pub fn new(config: OptimSection) -> Self {
+        Optimizer {
+            config,
+            steps: 0,
+            slots: HashMap::new(),
+        }
+    }
+
+    /// One step on every parameter that has a gradient; gradients are multiplied
+    /// by `grad_scale` first (gradient clipping passes its factor here).
+    pub fn step<M: Module>(&mut self, module: M, grads: &Gradients, lr: f64, grad_scale: f64) -> M {
+        self.steps += 1;
+        let mut m = StepMapper {
+            opt: self,
+            grads,
+            lr,
+            grad_scale,
+            path: Vec::new(),
+        };
+        module.map(&mut m)
+    }
+
+    fn update(&mut self, key: &str, p: Tensor<1>, g: Tensor<1>, lr: f64) -> Tensor<1> {
+        let c = &self.config;
+        let wd = c.weight_decay;
+        let slot = self.slots.entry(key.to_string()).or_insert(Slot {
+            first: None,
+            second: None,
+        });
+        match c.name {
+            OptimName::Adamw | OptimName::Adam => {
+                let [b1, b2] = c.betas;
+                let (p, g) = match c.name {
+                    OptimName::Adamw if wd != 0.0 => (p.clone().sub(p.mul_scalar(lr * wd)), g),
+                    OptimName::Adam if wd != 0.0 => (p.clone(), g.add(p.mul_scalar(wd))),
+                    _ => (p, g),
+                };
+                let m = match slot.first.take() {
+                    Some(m) => m.mul_scalar(b1).add(g.clone().mul_scalar(1.0 - b1)),
+                    None => g.clone().mul_scalar(1.0 - b1),
+                };
+                let v = match slot.second.take() {
+                    Some(v) => v.mul_scalar(b2).add(g.powi_scalar(2).mul_scalar(1.0 - b2)),
+                    None => g.powi_scalar(2).mul_scalar(1.0 - b2),
+                };
+                let t = self.steps as i32;
+                let bc1 = 1.0 - b1.powi(t);
+                let bc2 = 1.0 - b2.powi(t);
+                // PyTorch: p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps)
+                let denom = v.clone().sqrt().div_scalar(bc2.sqrt()).add_scalar(c.eps);
+                let out = p.sub(m.clone().div(denom).mul_scalar(lr / bc1));
+                slot.first = Some(m);
+                slot.second = Some(v);
+                out
+            }
+            OptimName::Sgd => {
+                let g = if wd != 0.0 { g.add(p.clone().mul_scalar(wd)) } else { g };
+                let step = if c.momentum != 0.0 {
+                    let buf = match slot.first.take() {
+                        Some(b) => b.mul_scalar(c.momentum).add(g.clone()),
+                        None => g.clone(),
+                    };
+                    let step = if c.nesterov { g.add(buf.clone().mul_scalar(c.momentum)) } else { buf.clone() };
+                    slot.first = Some(buf);
+                    step
+                } else {
+                    g
+                };
+                p.sub(step.mul_scalar(lr))
+            }
+        }
+    }
+
+    /// The state as named host tensors (`m.<key>`, `v.<key>`) for checkpoints.
+    pub fn state(&self) -> TensorMap {
+        let mut out = TensorMap::new();
+        for (key, slot) in &self.slots {
+            for (prefix, t) in [("m", &slot.first), ("v", &slot.second)] {
+                if let Some(t) = t {
+                    let n = t.dims()[0];
+                    out.insert(format!("{prefix}.{key}"), HostTensor::new(vec![n], tensor_to_vec(t.clone())));
+                }
+            }
+        }
+        out
+    }
+
+    /// Restores [`Optimizer::state`] onto `device` (the parameters' inner device).
+    pub fn load_state(&mut self, state: &TensorMap, steps: u64, device: &burn::tensor::Device) {
+        self.steps = steps;
+        self.slots.clear();
+        let mut slots: BTreeMap<String, Slot> = BTreeMap::new();
+        for (name, t) in state {
+            let Some((prefix, key)) = name.split_once('.') else { continue };
+            let tensor = Tensor::<1>::from_data(burn::tensor::TensorData::new(t.data.clone(), [t.data.len()]), device);
+            let slot = slots.entry(key.to_string()).or_insert(Slot {
+                first: None,
+                second: None,
+            });
+            match prefix {
+                "m" => slot.first = Some(tensor),
+                "v" => slot.second = Some(tensor),
+                _ => {}
+            }
+        }
+        self.slots = slots.into_iter().collect();
+    }
+}
+
+/// Learning rate at a (fractional) epoch position: `epoch_pos = epoch + batch/batches`.
+pub fn learning_rate(base: f64, s: &ScheduleSection, epoch_pos: f64, epochs: usize) -> f64 {
+    let epochs = epochs.max(1) as f64;
+    let warm = if s.warmup_epochs > 0.0 && epoch_pos < s.warmup_epochs {
+        epoch_pos / s.warmup_epochs
+    } else {
+        1.0
+    };
+    let lr = match s.name {
+        ScheduleName::Constant => base,
+        // As PyTorch's MultiStepLR stepped once per epoch with milestones
+        // int(fraction * epochs): the LR changes at epoch boundaries.
+        ScheduleName::Multistep => {
+            let epoch = epoch_pos.floor() as usize;
+            let passed = s
+                .milestones
+                .iter()
+                .filter(|&&m| epoch >= (m * epochs) as usize)
+                .count();
+            base * s.gamma.powi(passed as i32)
+        }
+        ScheduleName::Cosine => {
+            let start = s.warmup_epochs.min(epochs);
+            let span = (epochs - start).max(1e-12);
+            let progress = ((epoch_pos - start) / span).clamp(0.0, 1.0);
+            let min = base * s.min_lr_ratio;
+            min + (base - min) * 0.5 * (1.0 + (std::f64::consts::PI * progress).cos())
+        }
+    };
+    lr * warm
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn multistep_halves_at_30_60_90_percent_of_epochs() {
+        let s = ScheduleSection {
+            name: ScheduleName::Multistep,
+            ..Default::default()
+        };
+        let lr = |e: f64| learning_rate(1e-3, &s, e, 150);
+        assert_eq!(lr(0.0), 1e-3);
+        assert_eq!(lr(44.9), 1e-3);
+        assert_eq!(lr(45.0), 5e-4);
+        assert_eq!(lr(90.0), 2.5e-4);
+        assert_eq!(lr(135.0), 1.25e-4);
+    }
+
+    #[test]
+    fn cosine_warms_up_linearly_then_decays_to_the_floor() {
+        let s = ScheduleSection {
+            name: ScheduleName::Cosine,
+            warmup_epochs: 2.0,
+            min_lr_ratio: 0.1,
+            ..Default::default()
+        };
+        let lr = |e: f64| learning_rate(1.0, &s, e, 12);
+        assert_eq!(lr(0.0), 0.0);
+        assert!((lr(1.0) - 0.5).abs() < 1e-12);
+        assert!((lr(2.0) - 1.0).abs() < 1e-12);
+        assert!((lr(7.0) - 0.55).abs() < 1e-12);
+        assert!((lr(12.0) - 0.1).abs() < 1e-12);
+    }
+}
