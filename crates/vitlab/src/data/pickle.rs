@@ -457,6 +457,11 @@ impl Parser<'_> {
                     // REDUCE: callable(*args); NEWOBJ: cls.__new__(cls, *args)
                     let args = pop!();
                     let callable = pop!();
+                    // Python 3 pickles `bytes` at protocol 2 as `_codecs.encode(text, "latin1")`.
+                    if let Some(b) = codecs_encode(&callable.v, &args.v) {
+                        push!(leaf(Value::Bytes(b)));
+                        continue;
+                    }
                     let (depth, nodes) = container(&[args.clone_shallow(), callable.clone_shallow()]);
                     push!(Node {
                         v: Value::Object { callable: Box::new(callable.v), args: Box::new(args.v), state: None },
@@ -491,6 +496,26 @@ impl Parser<'_> {
     }
 }
 
+/// `_codecs.encode(s, "latin1")` (or `"latin-1"`) evaluated: the bytes of `s`.
+fn codecs_encode(callable: &Value, args: &Value) -> Option<Rc<[u8]>> {
+    let Value::Global(m, n) = callable else { return None };
+    if &**m != "_codecs" || &**n != "encode" {
+        return None;
+    }
+    match args {
+        Value::Tuple(a) if a.len() == 2 => match (&a[0], &a[1]) {
+            (Value::Str(s), Value::Str(enc)) if matches!(&**enc, "latin1" | "latin-1" | "iso-8859-1") => latin1(s),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn latin1(s: &str) -> Option<Rc<[u8]>> {
+    let bytes: Option<Vec<u8>> = s.chars().map(|c| u8::try_from(c as u32).ok()).collect();
+    bytes.map(Into::into)
+}
+
 impl Node {
     /// Depth and size only (for computing a parent's), without copying the value.
     fn clone_shallow(&self) -> Node {
@@ -501,29 +526,46 @@ impl Node {
 /// A numpy uint8 array from its pickled form
 /// (`numpy.core.multiarray._reconstruct` + `BUILD` state): returns the shape and the bytes.
 pub fn ndarray_u8(v: &Value) -> Result<(Vec<usize>, Rc<[u8]>), String> {
-    let Value::Object { callable, state, .. } = v else {
+    let Value::Object { callable, args, state } = v else {
         return Err(format!("expected a numpy array, found a {}", v.kind()));
     };
-    match &**callable {
-        Value::Global(m, n) if m.starts_with("numpy") && &**n == "_reconstruct" => {}
+    let (module, name) = match &**callable {
+        Value::Global(m, n) if m.starts_with("numpy") => (m.clone(), n.clone()),
         Value::Global(m, n) => return Err(format!("expected a numpy array, found {m}.{n}")),
         other => return Err(format!("expected a numpy array, found a {}", other.kind())),
-    }
-    let Some(Value::Tuple(st)) = state.as_deref() else {
-        return Err("numpy array without its state".into());
     };
-    // (version, shape, dtype, is_fortran, data)
-    if st.len() != 5 {
-        return Err(format!("numpy array state has {} fields, expected 5", st.len()));
-    }
-    let shape: Vec<usize> = st[1]
+    // Protocol 5: numpy._core.numeric._frombuffer(buffer, dtype, shape, order)
+    let (shape, dtype, fortran, data) = match &*name {
+        "_reconstruct" => {
+            let Some(Value::Tuple(st)) = state.as_deref() else {
+                return Err("numpy array without its state".into());
+            };
+            // (version, shape, dtype, is_fortran, data)
+            if st.len() != 5 {
+                return Err(format!("numpy array state has {} fields, expected 5", st.len()));
+            }
+            (&st[1], &st[2], matches!(st[3], Value::Bool(true)), &st[4])
+        }
+        "_frombuffer" => {
+            let Value::Tuple(a) = &**args else {
+                return Err("numpy _frombuffer without arguments".into());
+            };
+            if a.len() != 4 {
+                return Err(format!("numpy _frombuffer has {} arguments, expected 4", a.len()));
+            }
+            let fortran = a[3].as_string().as_deref() == Some("F");
+            (&a[2], &a[1], fortran, &a[0])
+        }
+        _ => return Err(format!("expected a numpy array, found {module}.{name}")),
+    };
+    let shape: Vec<usize> = shape
         .as_ints()
         .filter(|s| s.iter().all(|&d| d >= 0))
         .ok_or("numpy array shape is not a tuple of sizes")?
         .into_iter()
         .map(|d| d as usize)
         .collect();
-    let dtype_ok = match &st[2] {
+    let dtype_ok = match dtype {
         Value::Object { callable, args, .. } => {
             matches!(&**callable, Value::Global(_, n) if &**n == "dtype")
                 && matches!(&**args, Value::Tuple(a) if a.first().and_then(Value::as_string).as_deref() == Some("u1"))
@@ -533,16 +575,13 @@ pub fn ndarray_u8(v: &Value) -> Result<(Vec<usize>, Rc<[u8]>), String> {
     if !dtype_ok {
         return Err("numpy array is not of dtype uint8".into());
     }
-    if matches!(st[3], Value::Bool(true)) {
+    if fortran {
         return Err("numpy array is in Fortran order".into());
     }
-    let data: Rc<[u8]> = match &st[4] {
+    let data: Rc<[u8]> = match data {
         Value::Bytes(b) => b.clone(),
         // Python 2 str data re-pickled by Python 3 arrives as latin-1 text.
-        Value::Str(s) => {
-            let bytes: Option<Vec<u8>> = s.chars().map(|c| u8::try_from(c as u32).ok()).collect();
-            bytes.ok_or("numpy array data is text outside latin-1")?.into()
-        }
+        Value::Str(s) => latin1(s).ok_or("numpy array data is text outside latin-1")?,
         other => return Err(format!("numpy array data is a {}", other.kind())),
     };
     let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or("numpy array shape overflows")?;
