@@ -150,6 +150,9 @@ pub struct OptimSection {
     /// SGD momentum (0: plain SGD).
     pub momentum: f64,
     pub nesterov: bool,
+    /// No weight decay on biases, norm scales and the position embedding,
+    /// cls token and MAP probe (timm's `filter_bias_and_bn` + `no_weight_decay`).
+    pub skip_decay_1d: bool,
 }
 
 impl Default for OptimSection {
@@ -162,6 +165,7 @@ impl Default for OptimSection {
             eps: 1e-8,
             momentum: 0.9,
             nesterov: false,
+            skip_decay_1d: false,
         }
     }
 }

@@ -20,7 +20,8 @@ pub struct Args {
     #[arg(long = "set", value_name = "KEY=VALUE")]
     overrides: Vec<String>,
     /// Continue the run in this directory from its latest checkpoint.
-    #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["config", "out", "overrides"])]
+    /// `--set` overrides then apply on top of the run's config (e.g. `--set epochs=200`).
+    #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["config", "out"])]
     resume: Option<PathBuf>,
     /// No progress bar; one log line per epoch.
     #[arg(long, short)]
@@ -29,11 +30,11 @@ pub struct Args {
 
 pub fn run(args: Args) -> vitlab::Result<()> {
     let mut progress = Progress::new(args.quiet);
-    let (config, run, resume) = match args.resume {
+    let (run, results) = match args.resume {
         Some(dir) => {
-            // The config comes from the checkpoint; this one is only a placeholder.
-            let config = ExperimentConfig::load(Some(&dir.join("config.toml")), &[])?;
-            (config, RunDir::new(dir), true)
+            let run = RunDir::new(dir);
+            let results = classify::train(classify::Start::Resume(&args.overrides), &run, &mut progress)?;
+            (run, results)
         }
         None => {
             let config = ExperimentConfig::load(args.config.as_deref(), &args.overrides)?;
@@ -50,10 +51,11 @@ pub fn run(args: Args) -> vitlab::Result<()> {
                     ),
                 ));
             }
-            (config, RunDir::new(out), false)
+            let run = RunDir::new(out);
+            let results = classify::train(classify::Start::New(&config), &run, &mut progress)?;
+            (run, results)
         }
     };
-    let results = classify::train(&config, &run, resume, &mut progress)?;
     println!("{}", serde_json::to_string_pretty(&serde_json::json!({
         "run": run.root,
         "exit_cause": results.exit_cause,

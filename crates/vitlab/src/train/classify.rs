@@ -352,9 +352,19 @@ pub struct Results {
     pub data: String,
 }
 
+/// How [`train`] starts.
+pub enum Start<'a> {
+    /// A new run with this config.
+    New(&'a ExperimentConfig),
+    /// Continue from the run's latest checkpoint, with its config and these
+    /// `key=value` overrides (e.g. a larger `epochs` or `max_steps`).
+    Resume(&'a [String]),
+}
+
 /// Trains (or resumes) a classifier in `run`; writes every run file and returns the results.
-pub fn train(config: &ExperimentConfig, run: &RunDir, resume: bool, progress: &mut Progress) -> Result<Results> {
+pub fn train(start: Start, run: &RunDir, progress: &mut Progress) -> Result<Results> {
     run.create()?;
+    let resume = matches!(start, Start::Resume(_));
     let checkpoint = if resume {
         let path = run.latest();
         if !path.exists() {
@@ -367,8 +377,19 @@ pub fn train(config: &ExperimentConfig, run: &RunDir, resume: bool, progress: &m
     } else {
         None
     };
-    // A resumed run continues with the config it started with.
-    let config = checkpoint.as_ref().map_or(config.clone(), |c| c.config.clone());
+    // A resumed run continues with the config it started with (plus overrides).
+    let config = match (&start, &checkpoint) {
+        (Start::New(c), _) => (*c).clone(),
+        (Start::Resume(overrides), Some(ck)) => {
+            let mut table: toml::Table = toml::from_str(&ck.config.to_toml()).expect("config round-trips");
+            for o in overrides.iter() {
+                let (k, v) = crate::config::parse_override(o)?;
+                crate::config::set_key(&mut table, &k, &v)?;
+            }
+            ExperimentConfig::from_table(table, "--set")?
+        }
+        (Start::Resume(_), None) => unreachable!("resume loads a checkpoint"),
+    };
     crate::models::weights::atomic_write(&run.config(), config.to_toml().as_bytes())?;
     let device = config.backend.device()?;
     let splits = load_splits(&config)?;

@@ -288,8 +288,9 @@ pub fn run_loop<T: Task>(
     };
     // Keep only the rows written before the checkpoint we resume from.
     let (done_epochs, done_steps) = (state.epoch, state.step);
+    // metrics.csv numbers epochs from 1: row e is complete when e <= epochs done.
     let mut metrics = Csv::open(&run.metrics(), METRICS_HEADER, |f| {
-        f[0].parse::<usize>().is_ok_and(|e| e < done_epochs)
+        f[0].parse::<usize>().is_ok_and(|e| e <= done_epochs)
     })?;
     let mut steps = Csv::open(&run.steps(), STEPS_HEADER, |f| f[0].parse::<u64>().is_ok_and(|s| s <= done_steps))?;
     let mut blocks_csv = Csv::open(&run.blocks(), BLOCKS_HEADER, |f| {

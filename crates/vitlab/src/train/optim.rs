@@ -132,7 +132,9 @@ impl ModuleMapper for StepMapper<'_> {
             g = g.mul_scalar(self.grad_scale);
         }
         let key = self.path.join(".");
-        let updated = self.opt.update(&key, p, g, self.lr);
+        let decay = !(self.opt.config.skip_decay_1d
+            && (D == 1 || matches!(key.as_str(), "pos_embed" | "cls_token" | "map.probe")));
+        let updated = self.opt.update(&key, p, g, self.lr, decay);
         let mut new = Tensor::from_inner(updated.reshape(dims));
         if require_grad {
             new = new.require_grad();
@@ -164,9 +166,9 @@ impl Optimizer {
         module.map(&mut m)
     }
 
-    fn update(&mut self, key: &str, p: Tensor<1>, g: Tensor<1>, lr: f64) -> Tensor<1> {
+    fn update(&mut self, key: &str, p: Tensor<1>, g: Tensor<1>, lr: f64, decay: bool) -> Tensor<1> {
         let c = &self.config;
-        let wd = c.weight_decay;
+        let wd = if decay { c.weight_decay } else { 0.0 };
         let slot = self.slots.entry(key.to_string()).or_insert(Slot {
             first: None,
             second: None,

@@ -1,0 +1,148 @@
+//! Training behaviour users rely on: exact resumption, explosion stops with a
+//! usable last-good checkpoint, and checkpoints that survive a crash mid-write.
+
+use vitlab::config::ExperimentConfig;
+use vitlab::models::weights::{read_safetensors, TensorMap};
+use vitlab::train::classify::{self, Start};
+use vitlab::train::progress::Progress;
+use vitlab::train::{Checkpoint, ExitCause, RunDir};
+
+/// A small, fast experiment on generated data: 192 train images, 6 batches/epoch.
+fn tiny_config(extra: &[&str]) -> ExperimentConfig {
+    let mut overrides: Vec<String> = [
+        "data.path=synthetic",
+        "data.synthetic_train=256",
+        "data.synthetic_test=64",
+        "data.synthetic_size=16",
+        "data.val_size=64",
+        "data.workers=2",
+        "model.image_size=16",
+        "model.patch_size=4",
+        "model.depth=2",
+        "model.dim=32",
+        "model.mlp_dim=64",
+        "model.heads=4",
+        "epochs=2",
+        "batch_size=32",
+        "schedule.name=cosine",
+        "schedule.warmup_epochs=0.5",
+        "stabilizers.clip_grad_norm=1.0",
+        "loss.label_smoothing=0.1",
+        "monitor.block_every=2",
+        "checkpoint.every_steps=2",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    overrides.extend(extra.iter().map(|s| s.to_string()));
+    ExperimentConfig::load(None, &overrides).unwrap()
+}
+
+fn model_tensors(path: &std::path::Path) -> TensorMap {
+    read_safetensors(path).unwrap().0
+}
+
+/// CSV rows without the timing columns (seconds, images/s), which differ run to run.
+fn metrics_without_timing(run: &RunDir) -> Vec<String> {
+    std::fs::read_to_string(run.metrics())
+        .unwrap()
+        .lines()
+        .map(|l| l.split(',').take(7).collect::<Vec<_>>().join(","))
+        .collect()
+}
+
+#[test]
+fn a_stopped_and_resumed_run_equals_an_uninterrupted_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = RunDir::new(dir.path().join("whole"));
+    let parts = RunDir::new(dir.path().join("parts"));
+
+    let config = tiny_config(&[]);
+    let a = classify::train(Start::New(&config), &whole, &mut Progress::silent()).unwrap();
+    assert_eq!(a.exit_cause, ExitCause::Completed);
+    assert_eq!(a.steps, 12);
+
+    // Stop mid-epoch (step 5 of 6), then resume to the end.
+    let first = tiny_config(&["max_steps=5"]);
+    let b1 = classify::train(Start::New(&first), &parts, &mut Progress::silent()).unwrap();
+    assert_eq!(b1.exit_cause, ExitCause::MaxSteps);
+    assert_eq!(b1.steps, 5);
+    let ck = Checkpoint::load(&parts.latest()).unwrap();
+    assert_eq!((ck.state.epoch, ck.state.batch, ck.state.step), (0, 5, 5));
+    let b = classify::train(Start::Resume(&["max_steps=0".to_string()]), &parts, &mut Progress::silent()).unwrap();
+    assert_eq!(b.exit_cause, ExitCause::Completed);
+    assert_eq!(b.steps, 12);
+
+    // Identical weights and optimiser state, per-step monitors and epoch metrics.
+    assert_eq!(model_tensors(&whole.latest()), model_tensors(&parts.latest()));
+    assert_eq!(
+        std::fs::read_to_string(whole.steps()).unwrap(),
+        std::fs::read_to_string(parts.steps()).unwrap()
+    );
+    assert_eq!(
+        std::fs::read_to_string(whole.blocks()).unwrap(),
+        std::fs::read_to_string(parts.blocks()).unwrap()
+    );
+    assert_eq!(metrics_without_timing(&whole), metrics_without_timing(&parts));
+    assert_eq!(a.test, b.test);
+    assert_eq!(a.best_val_acc, b.best_val_acc);
+}
+
+#[test]
+fn a_diverging_run_stops_with_the_cause_and_a_loadable_last_good_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = RunDir::new(dir.path().join("boom"));
+    let config = tiny_config(&["optim.lr=1e4", "stabilizers.clip_grad_norm=0", "checkpoint.every_steps=1"]);
+    let r = classify::train(Start::New(&config), &run, &mut Progress::silent()).unwrap();
+    assert_eq!(r.exit_cause, ExitCause::Exploded);
+    let e = r.explosion.clone().expect("explosion recorded");
+    assert!(e.step >= 2, "{e:?}");
+    assert!(e.cause.contains("max logit") || e.cause.contains("non-finite") || e.cause.contains("gradient"), "{e:?}");
+
+    // results.json records it.
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.results()).unwrap()).unwrap();
+    assert_eq!(json["exit_cause"], "exploded");
+    assert_eq!(json["explosion"]["step"], e.step);
+
+    // The latest checkpoint is the state after the last good step, loadable and finite.
+    let ck = Checkpoint::load(&run.latest()).unwrap();
+    assert_eq!(ck.state.step, e.step - 1);
+    assert!(ck.tensors.values().all(|t| t.data.iter().all(|v| v.is_finite())));
+    let (model, _) = classify::load_model(&run.latest(), &burn::tensor::Device::flex()).unwrap();
+    assert_eq!(model.blocks.len(), 2);
+
+    // The steps file shows the explosion step's monitors.
+    let steps = std::fs::read_to_string(run.steps()).unwrap();
+    let last = steps.lines().last().unwrap();
+    assert!(last.starts_with(&format!("{},", e.step)), "{last}");
+}
+
+#[test]
+fn resuming_a_finished_run_with_more_epochs_continues_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = RunDir::new(dir.path().join("more"));
+    let config = tiny_config(&["epochs=1", "schedule.name=constant"]);
+    let r1 = classify::train(Start::New(&config), &run, &mut Progress::silent()).unwrap();
+    assert_eq!((r1.epochs, r1.steps), (1, 6));
+    let r2 = classify::train(Start::Resume(&["epochs=2".to_string()]), &run, &mut Progress::silent()).unwrap();
+    assert_eq!((r2.epochs, r2.steps), (2, 12));
+    let rows = std::fs::read_to_string(run.metrics()).unwrap();
+    assert_eq!(rows.lines().count(), 3, "header + 2 epochs:\n{rows}");
+}
+
+#[test]
+fn a_stale_temporary_file_from_a_crash_does_not_hide_the_checkpoint() {
+    // A crash during a checkpoint write leaves a partial temporary file beside
+    // the previous, complete checkpoint.
+    let dir = tempfile::tempdir().unwrap();
+    let run = RunDir::new(dir.path().join("crash"));
+    let config = tiny_config(&["epochs=1"]);
+    classify::train(Start::New(&config), &run, &mut Progress::silent()).unwrap();
+    let before = model_tensors(&run.latest());
+    let partial = run.checkpoints().join(".latest.safetensors.tmp-99999");
+    let bytes = std::fs::read(run.latest()).unwrap();
+    std::fs::write(&partial, &bytes[..bytes.len() / 3]).unwrap();
+    assert_eq!(model_tensors(&run.latest()), before);
+    let r = classify::train(Start::Resume(&["epochs=2".to_string()]), &run, &mut Progress::silent()).unwrap();
+    assert_eq!(r.epochs, 2);
+}
