@@ -22,6 +22,8 @@ enum Command {
     Train(commands::train::Args),
     /// Test metrics of a checkpoint or run directory on a dataset.
     Eval(commands::eval::Args),
+    /// Top classes of image files under a trained model.
+    Predict(commands::predict::Args),
     /// Datasets: `info` (what a path holds), `download`, `bench` (loader speed).
     Data(commands::data::Args),
 }
@@ -32,6 +34,7 @@ fn main() -> ExitCode {
         Command::Models(args) => commands::models::run(args),
         Command::Train(args) => commands::train::run(args),
         Command::Eval(args) => commands::eval::run(args),
+        Command::Predict(args) => commands::predict::run(args),
         Command::Data(args) => commands::data::run(args),
     };
     match result {

@@ -3,6 +3,7 @@
 pub mod data;
 pub mod eval;
 pub mod models;
+pub mod predict;
 pub mod train;
 
 use std::str::FromStr;

@@ -28,6 +28,17 @@ pub use split::stratified_split;
 
 use serde::{Deserialize, Serialize};
 
+/// Decodes image files (JPEG or PNG) into one [`ImageSet`] of `size` x `size`
+/// (bilinear resize where needed), with label 0 and the given class names;
+/// for prediction on loose files.
+pub fn read_images(paths: &[std::path::PathBuf], size: usize, classes: Vec<String>) -> crate::Result<ImageSet> {
+    let imgs = decode::decode_all(paths, 2)?;
+    let labels = vec![0; imgs.len()];
+    Ok(decode::pack(imgs, labels, classes, (size, size)))
+}
+
+
+
 /// Decoded images of one split: uint8, NCHW, all the same size.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ImageSet {

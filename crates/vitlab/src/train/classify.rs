@@ -470,3 +470,46 @@ pub fn load_model(path: &Path, device: &Device) -> Result<(Vit, Checkpoint)> {
     let model = apply(Vit::new(&model_config, device)?, &ck.group("model"), &file)?;
     Ok((model, ck))
 }
+
+/// One image's top classes.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Prediction {
+    pub path: std::path::PathBuf,
+    /// (class name, probability), most probable first.
+    pub top: Vec<(String, f64)>,
+}
+
+/// The `k` most probable classes of each image file under a checkpoint's model.
+pub fn predict_files(
+    checkpoint: &Path,
+    images: &[std::path::PathBuf],
+    k: usize,
+    device: &Device,
+) -> Result<Vec<Prediction>> {
+    let (model, ck) = load_model(checkpoint, device)?;
+    let classes: Vec<String> = ck
+        .metadata
+        .get("classes")
+        .and_then(|c| serde_json::from_str(c).ok())
+        .ok_or_else(|| Error::weights(&ck.path, "checkpoint has no class names (classes metadata)"))?;
+    let set = Arc::new(crate::data::read_images(images, ck.config.model.image_size, classes.clone())?);
+    let idx: Vec<usize> = (0..set.len()).collect();
+    let logits = predict_logits(&model, &set, &idx, &ck.config, device);
+    let kc = classes.len();
+    Ok(images
+        .iter()
+        .enumerate()
+        .map(|(i, path)| {
+            let row = &logits[i * kc..(i + 1) * kc];
+            let m = row.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
+            let e: Vec<f64> = row.iter().map(|&v| (v as f64 - m).exp()).collect();
+            let z: f64 = e.iter().sum();
+            let mut order: Vec<usize> = (0..kc).collect();
+            order.sort_by(|&a, &b| e[b].total_cmp(&e[a]));
+            Prediction {
+                path: path.clone(),
+                top: order.into_iter().take(k).map(|c| (classes[c].clone(), e[c] / z)).collect(),
+            }
+        })
+        .collect())
+}

@@ -1,0 +1,41 @@
+//! `vitlab predict`: the top classes of image files under a trained model.
+
+use std::path::PathBuf;
+
+use vitlab::backend::Backend;
+use vitlab::train::classify::predict_files;
+
+use super::{parse_named_backend, Format};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A checkpoint file, or a run directory (its best checkpoint, else latest).
+    checkpoint: PathBuf,
+    /// JPEG or PNG files.
+    #[arg(required = true)]
+    images: Vec<PathBuf>,
+    /// How many classes to show per image.
+    #[arg(long, default_value_t = 5)]
+    top: usize,
+    #[arg(long, default_value = "flex", value_parser = parse_named_backend)]
+    backend: Backend,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+}
+
+pub fn run(args: Args) -> vitlab::Result<()> {
+    let device = args.backend.device()?;
+    let preds = predict_files(&args.checkpoint, &args.images, args.top, &device)?;
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&preds).expect("json")),
+        _ => {
+            for p in &preds {
+                println!("{}", p.path.display());
+                for (class, prob) in &p.top {
+                    println!("  {prob:7.4}  {class}");
+                }
+            }
+        }
+    }
+    Ok(())
+}
