@@ -61,3 +61,101 @@ fn an_unknown_preset_lists_the_choices() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("default") && err.contains("paper"), "{err}");
 }
+
+/// Writes a small image-folder dataset: `root/{train,test}/<class>/*.png`,
+/// classes told apart by colour.
+fn write_image_folder(root: &std::path::Path, per_class_train: usize, per_class_test: usize) {
+    let colours = [("red", [200u8, 30, 30]), ("green", [30, 200, 30]), ("blue", [30, 30, 200])];
+    for (split, n) in [("train", per_class_train), ("test", per_class_test)] {
+        for (ci, (name, rgb)) in colours.iter().enumerate() {
+            let dir = root.join(split).join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            for i in 0..n {
+                let img = image::RgbImage::from_fn(16, 16, |x, y| {
+                    let noise = ((x * 7 + y * 13 + i as u32 * 31 + ci as u32 * 5) % 40) as u8;
+                    image::Rgb([rgb[0].saturating_add(noise), rgb[1].saturating_add(noise), rgb[2].saturating_add(noise)])
+                });
+                img.save(dir.join(format!("{i:03}.png"))).unwrap();
+            }
+        }
+    }
+}
+
+#[test]
+fn train_eval_predict_end_to_end_on_a_generated_image_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("colours");
+    write_image_folder(&data, 24, 6);
+    let run = dir.path().join("run");
+    let data_s = data.to_str().unwrap();
+    let run_s = run.to_str().unwrap();
+    let sets: Vec<String> = [
+        format!("data.path={data_s}"),
+        "data.val_size=12".into(),
+        "model.image_size=16".into(),
+        "model.patch_size=4".into(),
+        "model.depth=1".into(),
+        "model.dim=32".into(),
+        "model.mlp_dim=32".into(),
+        "model.heads=2".into(),
+        "epochs=3".into(),
+        "batch_size=12".into(),
+        "optim.lr=3e-3".into(),
+    ]
+    .into_iter()
+    .flat_map(|s| ["--set".to_string(), s])
+    .collect();
+    let mut args = vec!["train", "--out", run_s, "--quiet"];
+    args.extend(sets.iter().map(String::as_str));
+    let out = vitlab(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(summary["exit_cause"], "completed");
+    assert_eq!(summary["epochs"], 3);
+    for f in ["config.toml", "metrics.csv", "steps.csv", "blocks.csv", "results.json", "checkpoints/latest.safetensors", "checkpoints/best.safetensors"] {
+        assert!(run.join(f).exists(), "missing {f}");
+    }
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["test"]["count"], 18);
+    assert_eq!(results["classes"], serde_json::json!(["blue", "green", "red"]));
+    // Colours are trivially separable: the model must have learned them.
+    let top1 = results["test"]["top1"].as_f64().unwrap();
+    assert!(top1 > 0.9, "test top-1 {top1}");
+
+    // eval prints and writes the same metrics.
+    let eval_json = dir.path().join("eval.json");
+    let out = vitlab(&["eval", run_s, "--data", data_s, "--format", "json", "--out", eval_json.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let e: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(e["top1"], results["test"]["top1"]);
+    assert_eq!(e["count"], 18);
+    assert!(eval_json.exists());
+
+    // predict: the top class of a red image is "red".
+    let red = data.join("test/red/000.png");
+    let out = vitlab(&["predict", run_s, red.to_str().unwrap(), "--format", "json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let p: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(p[0]["top"][0][0], "red");
+    assert_eq!(p[0]["top"].as_array().unwrap().len(), 3);
+
+    // Training again into the same folder is refused with a hint to resume.
+    let again = vitlab(&args);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("--resume"));
+}
+
+#[test]
+fn config_errors_name_the_key() {
+    let out = vitlab(&["train", "--out", "/tmp/never", "--set", "data.path=synthetic", "--set", "optim.lrr=1"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("optim") && err.contains("lrr"), "{err}");
+    let out = vitlab(&["train", "--out", "/tmp/never", "--set", "data.path=synthetic", "--set", "model.block=vit23"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("model.block"), "{err}");
+    let out = vitlab(&["train", "--config", "/nonexistent.toml", "--out", "/tmp/never"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("/nonexistent.toml"), "{err}");
+}
