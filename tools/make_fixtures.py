@@ -3,7 +3,7 @@
 
 This file is the PyTorch reference for the model definition in
 ``docs/MODELS.md``: one configurable ``ViT`` (variants ``vit``, ``vit22b``,
-``vit22b-ln``, ``vit22b-code``; pooling ``cls``/``gap``/``map``; heads
+``vit22b-ln``, ``vit22b-code``, ``vit22b-nonorm``; pooling ``cls``/``gap``/``map``; heads
 ``linear``/``paper``) whose ``state_dict`` keys are exactly vitlab's weight-file
 keys. It builds small randomly initialised blocks and models, computes their
 outputs and gradients in float64, and writes them (as float32) to safetensors
@@ -52,8 +52,8 @@ import torch
 import torch.nn as nn
 from safetensors.torch import load_file
 
-VARIANTS = ("vit", "vit22b", "vit22b-ln", "vit22b-code")
-FAMILY_22B = ("vit22b", "vit22b-ln", "vit22b-code")
+VARIANTS = ("vit", "vit22b", "vit22b-ln", "vit22b-code", "vit22b-nonorm")
+FAMILY_22B = ("vit22b", "vit22b-ln", "vit22b-code", "vit22b-nonorm")
 SIZES = {
     "tiny": (12, 192, 768, 3),
     "small": (12, 384, 1536, 6),
@@ -112,7 +112,8 @@ class Mlp(nn.Module):
 
 
 class Attention(nn.Module):
-    def __init__(self, variant, dim, heads, qkv_bias, attn_scale, norm_eps, norm_center):
+    def __init__(self, variant, dim, heads, qkv_bias, attn_scale, norm_eps, norm_center,
+                 projections=True):
         super().__init__()
         if dim % heads != 0:
             raise ValueError(f"dim {dim} is not divisible by heads {heads}")
@@ -123,26 +124,31 @@ class Attention(nn.Module):
             self.scale = dim ** -0.5
         else:
             raise ValueError(f"attn_scale must be head|width, got {attn_scale!r}")
-        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
+        # vit22b-nonorm: the block's fused projections feed attend() directly.
+        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias) if projections else None
         if variant in ("vit22b", "vit22b-ln"):
             self.q_norm = affine_norm(variant, self.head_dim, norm_eps, norm_center)
             self.k_norm = affine_norm(variant, self.head_dim, norm_eps, norm_center)
-        elif variant == "vit22b-code":
+        elif variant in ("vit22b-code", "vit22b-nonorm"):
             self.q_norm = Norm(self.head_dim, weight=False, bias=False, center=True, eps=norm_eps)
             self.k_norm = Norm(self.head_dim, weight=False, bias=False, center=True, eps=norm_eps)
         else:
             self.q_norm = self.k_norm = None
-        self.proj = nn.Linear(dim, dim)
+        self.proj = nn.Linear(dim, dim) if projections else None
 
-    def forward(self, x):
-        B, T, D = x.shape
-        qkv = self.qkv(x).reshape(B, T, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
+    def attend(self, qkv):
+        """[B, T, 3D] projected q, k, v -> [B, T, D] concatenated heads (no output projection)."""
+        B, T, D3 = qkv.shape
+        D = D3 // 3
+        qkv = qkv.reshape(B, T, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k, v = qkv[0], qkv[1], qkv[2]  # [B, H, T, hd]
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         attn = torch.softmax((q @ k.transpose(-2, -1)) * self.scale, dim=-1)
-        out = (attn @ v).transpose(1, 2).reshape(B, T, D)
-        return self.proj(out)
+        return (attn @ v).transpose(1, 2).reshape(B, T, D)
+
+    def forward(self, x):
+        return self.proj(self.attend(self.qkv(x)))
 
 
 class Block(nn.Module):
@@ -156,12 +162,22 @@ class Block(nn.Module):
         if qkv_bias is None:
             qkv_bias = variant == "vit"
         self.variant = variant
-        if variant != "vit22b-code":
+        fused = variant == "vit22b-nonorm"
+        if variant not in ("vit22b-code", "vit22b-nonorm"):
             self.norm1 = affine_norm(variant, dim, norm_eps, norm_center)
-        self.attn = Attention(variant, dim, heads, qkv_bias, attn_scale, norm_eps, norm_center)
+        if fused:
+            # [q ; k ; v ; MLP input] = in_proj(x), one matmul (no bias by default).
+            self.in_proj = nn.Linear(dim, 4 * dim, bias=qkv_bias)
+        self.attn = Attention(variant, dim, heads, qkv_bias, attn_scale, norm_eps, norm_center,
+                              projections=not fused)
         if variant == "vit":
             self.norm2 = affine_norm(variant, dim, norm_eps, norm_center)
-        self.mlp = Mlp(dim, mlp_dim)
+        if fused:
+            self.mlp_in = nn.Linear(dim, mlp_dim)
+            self.mlp_act = nn.GELU()
+            self.out_proj = nn.Linear(dim + mlp_dim, dim)
+        else:
+            self.mlp = Mlp(dim, mlp_dim)
         if variant == "vit22b-ln":
             self.mlp_norm = affine_norm(variant, dim, norm_eps, norm_center)
         if variant == "vit22b-code":
@@ -178,6 +194,12 @@ class Block(nn.Module):
         if v == "vit22b-ln":
             h = self.norm1(x)
             return x + self.attn(h) + self.mlp_norm(self.mlp(h))
+        if v == "vit22b-nonorm":
+            D = x.shape[-1]
+            qkvl = self.in_proj(x)
+            a = self.attn.attend(qkvl[..., : 3 * D])
+            hidden = self.mlp_act(self.mlp_in(qkvl[..., 3 * D:]))
+            return x + self.out_proj(torch.cat([a, hidden], dim=-1))
         # vit22b-code
         return x + self.out_norm(self.attn(x) + self.mlp(x))
 
@@ -224,6 +246,9 @@ class ViT(nn.Module):
         self.pool, self.head_kind = pool, head
         n = (image_size // patch_size) ** 2
         self.patch_embed = nn.Linear(patch_size * patch_size * channels, dim)
+        # vit22b-nonorm: one non-affine LN on the patch embeddings (before cls / pos).
+        self.embed_norm = (Norm(dim, weight=False, bias=False, center=True, eps=norm_eps)
+                           if variant == "vit22b-nonorm" else None)
         if pool == "cls":
             self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
             n += 1
@@ -254,6 +279,8 @@ class ViT(nn.Module):
         # b c (h p1) (w p2) -> b (h w) (p1 p2 c)
         x = img.reshape(B, C, H // p, p, W // p, p).permute(0, 2, 4, 3, 5, 1)
         x = self.patch_embed(x.reshape(B, (H // p) * (W // p), p * p * C))
+        if self.embed_norm is not None:
+            x = self.embed_norm(x)
         if self.cls_token is not None:
             x = torch.cat([self.cls_token.expand(B, -1, -1), x], dim=1)
         x = x + self.pos_embed
@@ -655,6 +682,97 @@ class PaperCodeViT(nn.Module):
         return self.mlp_head(x[:, 0])
 
 
+class _PaperParallel22BV1(nn.Module):
+    """The first released ViT-22B block (models/vit22b.py at eeb88f0), residual
+    added by the wrapper: [qkv ; l] = to_qkvl(x) (no bias); QK-LN over head_dim
+    without affine; out = to_out(cat[attn heads, feed(l)]), feed = Linear + GELU."""
+
+    def __init__(self, dim, heads, mlp_dim):
+        super().__init__()
+        self.dim, self.heads, self.scale = dim, heads, dim ** -0.5
+        self.to_qkvl = nn.Linear(dim, dim * 4, bias=False)
+        self.layer_norm = nn.LayerNorm(dim // heads, elementwise_affine=False)
+        self.feed = nn.Sequential(nn.Linear(dim, mlp_dim), nn.GELU())
+        self.to_out = nn.Linear(dim + mlp_dim, dim)
+
+    def forward(self, x):
+        qkvl = self.to_qkvl(x)
+        a = _paper_attend(qkvl[..., : 3 * self.dim], self.heads, self.scale, self.layer_norm)
+        return self.to_out(torch.cat([a, self.feed(qkvl[..., 3 * self.dim:])], dim=-1))
+
+
+class PaperCodeViT22BV1(nn.Module):
+    """The first released ViT22B: a non-affine LN after the patch embedding
+    (before the cls token and position embedding), the V1 blocks, MLP head
+    without BatchNorm."""
+
+    def __init__(self, image_size, patch_size, num_classes, dim, depth, heads, mlp_dim, channels=3):
+        super().__init__()
+        self.patch_size = patch_size
+        n = (image_size // patch_size) ** 2
+        self.pos_embedding = nn.Parameter(torch.randn(1, n + 1, dim))
+        self.patch_to_embedding = nn.Linear(channels * patch_size ** 2, dim)
+        self.layer_norm = nn.LayerNorm(dim, elementwise_affine=False)
+        self.cls_token = nn.Parameter(torch.randn(1, 1, dim))
+        self.transformer22B = nn.Module()
+        self.transformer22B.layers = nn.ModuleList(
+            _PaperResidual(_PaperParallel22BV1(dim, heads, mlp_dim)) for _ in range(depth))
+        self.mlp_head = nn.Sequential(nn.Linear(dim, mlp_dim), nn.GELU(), nn.Linear(mlp_dim, num_classes))
+
+    def forward(self, img):
+        b, c, h, w = img.shape
+        p = self.patch_size
+        x = img.reshape(b, c, h // p, p, w // p, p).permute(0, 2, 4, 3, 5, 1)
+        x = self.layer_norm(self.patch_to_embedding(x.reshape(b, (h // p) * (w // p), p * p * c)))
+        x = torch.cat([self.cls_token.expand(b, -1, -1), x], dim=1) + self.pos_embedding
+        for layer in self.transformer22B.layers:
+            x = layer(x)
+        return self.mlp_head(x[:, 0])
+
+
+def make_paper_code_v1_fixture(out_dir, name="paper_code_vit22b_v1"):
+    """A checkpoint of the first released ViT22B (vitlab's vit22b-nonorm, paper preset)."""
+    torch.manual_seed(seed_of(name))
+    m = PaperCodeViT22BV1(image_size=32, patch_size=4, num_classes=10, dim=48, depth=2, heads=3,
+                          mlp_dim=96)
+    randomise(m)
+    m.eval()
+    sd = {k: v.detach().clone() for k, v in m.state_dict().items()}
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        logits = m.double()(x.double())
+    cfg = model_config("vit22b-nonorm", "paper", image_size=32, patch_size=4, depth=2, dim=48,
+                       mlp_dim=96, heads=3)
+    # The same weights in the reference ViT give the same logits (the key table of
+    # crates/vitlab/src/models/weights.rs, checked here on the Python side too).
+    ours = build_model(cfg)
+    table = {"to_qkvl.weight": "in_proj.weight", "feed.0.weight": "mlp_in.weight",
+             "feed.0.bias": "mlp_in.bias", "to_out.weight": "out_proj.weight",
+             "to_out.bias": "out_proj.bias"}
+    mapped = {}
+    for k, v in sd.items():
+        if k.startswith("transformer22B.layers."):
+            i, rest = k[len("transformer22B.layers."):].split(".", 1)
+            mapped[f"blocks.{i}.{table[rest[len('fn.'):]]}"] = v
+        else:
+            mapped[{"pos_embedding": "pos_embed", "cls_token": "cls_token",
+                    "patch_to_embedding.weight": "patch_embed.weight",
+                    "patch_to_embedding.bias": "patch_embed.bias",
+                    "mlp_head.0.weight": "head_hidden.weight", "mlp_head.0.bias": "head_hidden.bias",
+                    "mlp_head.2.weight": "head.weight", "mlp_head.2.bias": "head.bias"}[k]] = v
+    ours.load_state_dict(mapped, strict=True)
+    ours.eval()
+    with torch.no_grad():
+        mine = ours.double()(x.double())
+    err = (mine - logits).abs().max().item()
+    assert err < 1e-6 * max(1.0, logits.abs().max().item()), f"v1 key mapping mismatch: {err}"
+    print(f"paper-code v1 parity: max |diff| = {err:.3e}")
+    t = {"param." + k: v for k, v in sd.items()}
+    t["input"] = x
+    t["output"] = logits.float()
+    return write(out_dir, name, t, dict(config=cfg_json(cfg), weights="stored", layout="paper-code"))
+
+
 def make_paper_code_fixture(out_dir, name, is22b):
     """A checkpoint in the released code's key layout, its input and eval-mode logits."""
     torch.manual_seed(seed_of(name))
@@ -745,6 +863,7 @@ def main():
     paths.append(make_timm_fixture(out))
     paths.append(make_paper_code_fixture(out, "paper_code_vit", is22b=False))
     paths.append(make_paper_code_fixture(out, "paper_code_vit22b", is22b=True))
+    paths.append(make_paper_code_v1_fixture(out))
     pc_path, pc = make_param_counts(out)
     paths.append(pc_path)
 

@@ -24,7 +24,7 @@ fn models_table_reads_the_papers_parameter_counts() {
         .collect();
     assert_eq!(vit_params, ["5.67M", "22.26M", "88.16M", "307.47M", "637.40M"], "{text}");
     // Every variant x size is listed.
-    assert_eq!(text.lines().filter(|l| l.contains("  tiny ")).count(), 4, "{text}");
+    assert_eq!(text.lines().filter(|l| l.contains("  tiny ")).count(), 5, "{text}");
 }
 
 #[test]
@@ -34,12 +34,12 @@ fn models_csv_and_json_give_exact_integers() {
     assert_eq!(lines.next(), Some("block,size,depth,width,mlp,heads,params"));
     assert!(csv.contains("\nvit,tiny,12,192,768,3,5673034\n"), "{csv}");
     assert!(csv.contains("\nvit,large,24,1024,4096,16,307465226\n"), "{csv}");
-    assert_eq!(lines.count(), 20);
+    assert_eq!(lines.count(), 25);
 
     let json = stdout(&vitlab(&[&["models", "--format", "json"], PAPER_224].concat()));
     let rows: serde_json::Value = serde_json::from_str(&json).unwrap();
     let rows = rows.as_array().unwrap();
-    assert_eq!(rows.len(), 20);
+    assert_eq!(rows.len(), 25);
     let small = rows.iter().find(|r| r["block"] == "vit" && r["size"] == "small").unwrap();
     assert_eq!(small["params"], 22257802);
     assert_eq!(small["heads"], 6);

@@ -149,6 +149,10 @@ fn block_vit22b_code() {
     check_block("block_vit22b-code");
 }
 #[test]
+fn block_vit22b_nonorm() {
+    check_block("block_vit22b-nonorm");
+}
+#[test]
 fn block_vit22b_width_scale_without_centering() {
     check_block("block_vit22b_width_nocenter");
 }
@@ -168,6 +172,10 @@ fn model_vit22b_ln_cls_linear() {
 #[test]
 fn model_vit22b_code_cls_linear() {
     check_model("model_vit22b-code_cls_linear");
+}
+#[test]
+fn model_vit22b_nonorm_cls_linear() {
+    check_model("model_vit22b-nonorm_cls_linear");
 }
 #[test]
 fn model_vit_gap_linear() {
@@ -196,6 +204,10 @@ fn model_vit22b_ln_paper() {
 #[test]
 fn model_vit22b_code_paper_with_batchnorm_head() {
     check_model("model_vit22b-code_paper");
+}
+#[test]
+fn model_vit22b_nonorm_paper() {
+    check_model("model_vit22b-nonorm_paper");
 }
 #[test]
 fn model_tiny_vit_32px_patch4() {
@@ -241,4 +253,9 @@ fn paper_code_vit_checkpoint_gives_its_logits() {
 #[test]
 fn paper_code_vit22b_checkpoint_gives_its_logits() {
     check_foreign_checkpoint("paper_code_vit22b", Layout::PaperVit22b);
+}
+
+#[test]
+fn paper_code_first_version_vit22b_checkpoint_gives_its_logits() {
+    check_foreign_checkpoint("paper_code_vit22b_v1", Layout::PaperVit22bV1);
 }

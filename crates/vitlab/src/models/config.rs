@@ -45,9 +45,15 @@ pub enum BlockVariant {
     Vit22bLn,
     /// The released code's block: `x + LN(Attn(x) + MLP(x))`, no input norm.
     Vit22bCode,
+    /// The first released version (the block of the paper's Figure 1): no norm in
+    /// the block, fused QKV + MLP-input projection, one fused output projection;
+    /// one non-affine LayerNorm after the patch embedding.
+    #[serde(rename = "vit22b-nonorm")]
+    Vit22bNoNorm,
 }
 named_enum!(BlockVariant, "model.block", {
     Vit => "vit", Vit22b => "vit22b", Vit22bLn => "vit22b-ln", Vit22bCode => "vit22b-code",
+    Vit22bNoNorm => "vit22b-nonorm",
 });
 
 impl BlockVariant {

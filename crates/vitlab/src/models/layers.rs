@@ -122,12 +122,16 @@ fn attend(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, scale: f64, probe: bool) -> 
 }
 
 /// Multi-head self-attention: one fused QKV projection, optional QK-norm.
+///
+/// `qkv` and `proj` are absent when the block fuses them with its MLP
+/// (`vit22b-nonorm`): the block then projects itself and calls
+/// [`Attention::attend_projected`].
 #[derive(Module, Debug)]
 pub struct Attention {
-    pub qkv: Linear,
+    pub qkv: Option<Linear>,
     pub q_norm: Option<Norm>,
     pub k_norm: Option<Norm>,
-    pub proj: Linear,
+    pub proj: Option<Linear>,
     #[module(skip)]
     heads: usize,
     #[module(skip)]
@@ -145,6 +149,8 @@ pub struct AttentionOptions {
     pub scale: f64,
     pub norm_eps: f64,
     pub init: Init,
+    /// false: no `qkv`/`proj` of its own (the block's fused projections feed it).
+    pub projections: bool,
 }
 
 impl Attention {
@@ -152,10 +158,10 @@ impl Attention {
         let head_dim = o.dim / o.heads;
         let qk = |_| o.qk_norm.map(|(affine, center)| Norm::new(head_dim, affine, center, o.norm_eps, device));
         Attention {
-            qkv: linear(o.init, o.dim, 3 * o.dim, o.qkv_bias, device),
+            qkv: o.projections.then(|| linear(o.init, o.dim, 3 * o.dim, o.qkv_bias, device)),
             q_norm: qk(0),
             k_norm: qk(1),
-            proj: linear(o.init, o.dim, o.dim, true, device),
+            proj: o.projections.then(|| linear(o.init, o.dim, o.dim, true, device)),
             heads: o.heads,
             scale: o.scale,
         }
@@ -167,14 +173,23 @@ impl Attention {
 
     /// The forward pass, and with `probe` the largest attention logit.
     pub fn forward_probed(&self, x: Tensor<3>, probe: bool) -> (Tensor<3>, Option<Tensor<1>>) {
-        let [b, t, d] = x.dims();
+        let (qkv, proj) = match (&self.qkv, &self.proj) {
+            (Some(qkv), Some(proj)) => (qkv, proj),
+            _ => panic!("this attention has no projections of its own; use attend_projected"),
+        };
+        let (out, max_logit) = self.attend_projected(qkv.forward(x), probe);
+        (proj.forward(out), max_logit)
+    }
+
+    /// Attention from already projected `[B, T, 3D]` queries, keys and values
+    /// (q, k, v, each split into heads): QK-norm, scaled dot-product attention,
+    /// heads concatenated to `[B, T, D]` (no output projection).
+    pub fn attend_projected(&self, qkv: Tensor<3>, probe: bool) -> (Tensor<3>, Option<Tensor<1>>) {
+        let [b, t, d3] = qkv.dims();
+        let d = d3 / 3;
         let (h, hd) = (self.heads, d / self.heads);
         // [B, T, 3, H, hd] -> [3, B, H, T, hd]
-        let qkv = self
-            .qkv
-            .forward(x)
-            .reshape([b, t, 3, h, hd])
-            .permute([2, 0, 3, 1, 4]);
+        let qkv = qkv.reshape([b, t, 3, h, hd]).permute([2, 0, 3, 1, 4]);
         let mut parts = qkv.chunk(3, 0).into_iter().map(|p| p.squeeze_dim::<4>(0));
         let (q, k, v) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
         let q = match &self.q_norm {
@@ -185,8 +200,7 @@ impl Attention {
             Some(n) => n.forward(k),
             None => k,
         };
-        let (out, max_logit) = attend(q, k, v, self.scale, probe);
-        (self.proj.forward(out), max_logit)
+        attend(q, k, v, self.scale, probe)
     }
 }
 

@@ -62,14 +62,23 @@ impl BlockConfig {
 /// - `vit22b`:      h = norm1(x); x = x + Attn(h) + MLP(h)
 /// - `vit22b-ln`:   h = norm1(x); x = x + Attn(h) + mlp_norm(MLP(h))
 /// - `vit22b-code`: x = x + out_norm(Attn(x) + MLP(x))
+/// - `vit22b-nonorm`: [qkv ; l] = in_proj(x);
+///   x = x + out_proj([Attn_heads(qkv) ; GELU(mlp_in(l))])
 #[derive(Module, Debug)]
 pub struct Block {
     pub norm1: Option<Norm>,
     pub norm2: Option<Norm>,
+    /// Fused QKV + MLP-input projection `D -> 4D` (`vit22b-nonorm`).
+    pub in_proj: Option<Linear>,
     pub attn: Attention,
-    pub mlp: Mlp,
+    /// `fc2(GELU(fc1(x)))`; absent in `vit22b-nonorm`.
+    pub mlp: Option<Mlp>,
+    /// The MLP's hidden layer `D -> M` on the 4th slice of `in_proj` (`vit22b-nonorm`).
+    pub mlp_in: Option<Linear>,
     pub mlp_norm: Option<Norm>,
     pub out_norm: Option<Norm>,
+    /// Fused output projection `D + M -> D` over [attention heads ; MLP hidden] (`vit22b-nonorm`).
+    pub out_proj: Option<Linear>,
     #[module(skip)]
     variant: BlockVariant,
 }
@@ -81,8 +90,9 @@ impl Block {
         let qk_norm = match c.variant {
             Vit => None,
             Vit22b | Vit22bLn => Some((Affine::Scale, c.norm_center)),
-            Vit22bCode => Some((Affine::None, true)),
+            Vit22bCode | Vit22bNoNorm => Some((Affine::None, true)),
         };
+        let fused = c.variant == Vit22bNoNorm;
         let attn = Attention::new(
             AttentionOptions {
                 dim: c.dim,
@@ -92,16 +102,20 @@ impl Block {
                 scale: c.scale(),
                 norm_eps: c.norm_eps,
                 init: c.init,
+                projections: !fused,
             },
             device,
         );
         Block {
             norm1: matches!(c.variant, Vit | Vit22b | Vit22bLn).then(|| norm(c.affine())).flatten(),
             norm2: (c.variant == Vit).then(|| norm(c.affine())).flatten(),
+            in_proj: fused.then(|| linear(c.init, c.dim, 4 * c.dim, c.qkv_bias, device)),
             attn,
-            mlp: Mlp::new(c.init, c.dim, c.mlp_dim, device),
+            mlp: (!fused).then(|| Mlp::new(c.init, c.dim, c.mlp_dim, device)),
+            mlp_in: fused.then(|| linear(c.init, c.dim, c.mlp_dim, true, device)),
             mlp_norm: (c.variant == Vit22bLn).then(|| norm(c.affine())).flatten(),
             out_norm: (c.variant == Vit22bCode).then(|| norm(Affine::None)).flatten(),
+            out_proj: fused.then(|| linear(c.init, c.dim + c.mlp_dim, c.dim, true, device)),
             variant: c.variant,
         }
     }
@@ -118,22 +132,36 @@ impl Block {
                 None => x,
             }
         }
+        fn part(p: &Option<Linear>) -> &Linear {
+            p.as_ref().expect("built for this variant")
+        }
+        let mlp = || self.mlp.as_ref().expect("built for this variant");
         match self.variant {
             BlockVariant::Vit => {
                 let (a, max_logit) = self.attn.forward_probed(apply(&self.norm1, x.clone()), probe);
                 let x = x + a;
-                (x.clone() + self.mlp.forward(apply(&self.norm2, x)), max_logit)
+                (x.clone() + mlp().forward(apply(&self.norm2, x)), max_logit)
             }
             BlockVariant::Vit22b | BlockVariant::Vit22bLn => {
                 let h = apply(&self.norm1, x.clone());
-                let mlp = apply(&self.mlp_norm, self.mlp.forward(h.clone()));
+                let m = apply(&self.mlp_norm, mlp().forward(h.clone()));
                 let (a, max_logit) = self.attn.forward_probed(h, probe);
-                (x + a + mlp, max_logit)
+                (x + a + m, max_logit)
             }
             BlockVariant::Vit22bCode => {
                 let (a, max_logit) = self.attn.forward_probed(x.clone(), probe);
-                let branches = a + self.mlp.forward(x.clone());
+                let branches = a + mlp().forward(x.clone());
                 (x + apply(&self.out_norm, branches), max_logit)
+            }
+            BlockVariant::Vit22bNoNorm => {
+                let [_, _, d] = x.dims();
+                let qkvl = part(&self.in_proj).forward(x.clone());
+                let qkv = qkvl.clone().narrow(2, 0, 3 * d);
+                let l = qkvl.narrow(2, 3 * d, d);
+                let (a, max_logit) = self.attn.attend_projected(qkv, probe);
+                let hidden = gelu(part(&self.mlp_in).forward(l));
+                let out = part(&self.out_proj).forward(Tensor::cat(vec![a, hidden], 2));
+                (x + out, max_logit)
             }
         }
     }
@@ -151,6 +179,9 @@ pub struct BlockProbe {
 #[derive(Module, Debug)]
 pub struct Vit {
     pub patch_embed: Linear,
+    /// Non-affine LayerNorm on the patch embeddings, before the cls token and
+    /// position embedding (`vit22b-nonorm`, the first released code).
+    pub embed_norm: Option<Norm>,
     pub cls_token: Option<Param<Tensor<3>>>,
     pub pos_embed: Param<Tensor<3>>,
     pub blocks: Vec<Block>,
@@ -184,6 +215,8 @@ impl Vit {
         let paper_head = c.head == HeadKind::Paper;
         Ok(Vit {
             patch_embed: linear(c.init, c.patch_size * c.patch_size * c.channels, d, true, device),
+            embed_norm: (c.block == BlockVariant::Vit22bNoNorm)
+                .then(|| Norm::new(d, Affine::None, true, c.norm_eps, device)),
             cls_token: (c.pool == Pool::Cls).then(|| normal([1, 1, d], cls_std)),
             pos_embed: normal([1, c.num_tokens(), d], embed_std),
             blocks: (0..c.depth).map(|_| Block::new(&block_config, device)).collect(),
@@ -224,6 +257,9 @@ impl Vit {
 
     fn trunk_probed(&self, images: Tensor<4>, probe: bool) -> (Tensor<3>, Vec<BlockProbe>) {
         let mut x = self.patch_embed.forward(self.patchify(images));
+        if let Some(n) = &self.embed_norm {
+            x = n.forward(x);
+        }
         if let Some(cls) = &self.cls_token {
             let [b, _, d] = x.dims();
             x = Tensor::cat(vec![cls.val().expand([b, 1, d]), x], 1);
@@ -296,13 +332,14 @@ pub fn param_count(c: &ModelConfig) -> usize {
     let hd = c.head_dim();
     let attn = lin(d, 3 * d, c.qkv_bias) + lin(d, d, true);
     let mlp = lin(d, m, true) + lin(m, d, true);
-    let block_norms = match c.block {
-        BlockVariant::Vit => 2 * norm(d, affine),
-        BlockVariant::Vit22b => norm(d, affine) + 2 * norm(hd, affine),
-        BlockVariant::Vit22bLn => 2 * norm(d, affine) + 2 * norm(hd, affine),
-        BlockVariant::Vit22bCode => 0,
+    let block = match c.block {
+        BlockVariant::Vit => attn + mlp + 2 * norm(d, affine),
+        BlockVariant::Vit22b => attn + mlp + norm(d, affine) + 2 * norm(hd, affine),
+        BlockVariant::Vit22bLn => attn + mlp + 2 * norm(d, affine) + 2 * norm(hd, affine),
+        BlockVariant::Vit22bCode => attn + mlp,
+        // Fused in-projection, MLP hidden layer, fused out-projection; no norm parameters.
+        BlockVariant::Vit22bNoNorm => lin(d, 4 * d, c.qkv_bias) + lin(d, m, true) + lin(d + m, d, true),
     };
-    let block = attn + mlp + block_norms;
     let stem = lin(c.patch_size * c.patch_size * c.channels, d, true)
         + c.num_tokens() * d
         + if c.pool == Pool::Cls { d } else { 0 };

@@ -57,6 +57,9 @@ pub enum Layout {
     PaperVit,
     /// The paper's released `ViT22B` (`transformer22B.layers.i.fn.to_qkv`, ...).
     PaperVit22b,
+    /// The first released version of `ViT22B` (`transformer22B.layers.i.fn.to_qkvl`, ...),
+    /// vitlab's `vit22b-nonorm`.
+    PaperVit22bV1,
 }
 
 impl Layout {
@@ -66,6 +69,7 @@ impl Layout {
             Layout::Timm => "timm",
             Layout::PaperVit => "paper-code ViT",
             Layout::PaperVit22b => "paper-code ViT22B",
+            Layout::PaperVit22bV1 => "paper-code ViT22B (first version)",
         }
     }
 
@@ -73,6 +77,8 @@ impl Layout {
     pub fn detect(map: &TensorMap) -> Layout {
         if map.contains_key("patch_embed.proj.weight") {
             Layout::Timm
+        } else if map.keys().any(|k| k.starts_with("transformer22B.") && k.contains(".fn.to_qkvl.")) {
+            Layout::PaperVit22bV1
         } else if map.keys().any(|k| k.starts_with("transformer22B.")) {
             Layout::PaperVit22b
         } else if map.contains_key("patch_to_embedding.weight") {
@@ -333,8 +339,8 @@ pub fn to_native(map: TensorMap, layout: Layout, source: &Path) -> Result<Tensor
                     out.insert(key, t);
                 }
             }
-            Layout::PaperVit | Layout::PaperVit22b => {
-                let native = paper_key(&key).ok_or_else(|| {
+            Layout::PaperVit | Layout::PaperVit22b | Layout::PaperVit22bV1 => {
+                let native = paper_key(&key, layout).ok_or_else(|| {
                     Error::weights(source, format!("tensor {key:?} is not part of the paper code's {} layout", layout.name()))
                 })?;
                 out.insert(native, t);
@@ -344,8 +350,9 @@ pub fn to_native(map: TensorMap, layout: Layout, source: &Path) -> Result<Tensor
     Ok(out)
 }
 
-/// Native key of a key from the paper's released code (models/vit.py, models/vit22b.py).
-fn paper_key(key: &str) -> Option<String> {
+/// Native key of a key from the paper's released code (models/vit.py, models/vit22b.py;
+/// `PaperVit22bV1`: models/vit22b.py of the first commit).
+fn paper_key(key: &str, layout: Layout) -> Option<String> {
     let simple = match key {
         "pos_embedding" => Some("pos_embed"),
         "cls_token" => Some("cls_token"),
@@ -382,6 +389,21 @@ fn paper_key(key: &str) -> Option<String> {
             "1.fn.fn.net.0.bias" => "mlp.fc1.bias",
             "1.fn.fn.net.2.weight" => "mlp.fc2.weight",
             "1.fn.fn.net.2.bias" => "mlp.fc2.bias",
+            _ => return None,
+        };
+        return Some(format!("blocks.{i}.{sub}"));
+    }
+    if let (Some(rest), Layout::PaperVit22bV1) = (key.strip_prefix("transformer22B.layers."), layout) {
+        // Residual(ParallelAttentionFeed): to_qkvl [4D, D] (rows q, k, v, MLP input),
+        // feed = Sequential(Linear(D -> M), GELU), to_out Linear(D + M -> D).
+        let (i, rest) = rest.split_once('.')?;
+        let sub = match rest {
+            "fn.to_qkvl.weight" => "in_proj.weight",
+            "fn.to_qkvl.bias" => "in_proj.bias",
+            "fn.feed.0.weight" => "mlp_in.weight",
+            "fn.feed.0.bias" => "mlp_in.bias",
+            "fn.to_out.weight" => "out_proj.weight",
+            "fn.to_out.bias" => "out_proj.bias",
             _ => return None,
         };
         return Some(format!("blocks.{i}.{sub}"));
