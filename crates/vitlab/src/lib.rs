@@ -14,6 +14,7 @@ pub mod data;
 pub mod error;
 pub mod metrics;
 pub mod models;
+pub mod stats;
 pub mod train;
 
 pub use error::{Error, Result};
