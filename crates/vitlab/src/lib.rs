@@ -15,6 +15,7 @@ pub mod error;
 pub mod metrics;
 pub mod models;
 pub mod stats;
+pub mod sweep;
 pub mod train;
 
 pub use error::{Error, Result};

@@ -1,0 +1,633 @@
+//! Sweeps: a grid of config overrides x seeds, every cell x seed its own run
+//! directory, restartable (docs/SWEEPS.md).
+//!
+//! ```text
+//! DIR/sweep.json                          the plan: base config, overrides, grid, seeds, runs
+//! DIR/summary.json                        the last invocation's outcome per run
+//! DIR/block=vit22b/seed=1/                a run directory (train::RunDir), plus
+//!                         train.log       the run's log when run as a child process
+//!                         error.txt       why the run failed (removed once it succeeds)
+//! ```
+//!
+//! Starting a sweep again skips runs that finished (their `results.json`
+//! exists: completed, early-stopped, max-steps or exploded are all results),
+//! resumes runs that have a checkpoint (`checkpoints/latest.safetensors`), and
+//! starts the rest. A run that fails with an error is recorded and the sweep
+//! goes on.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{parse_override, ExperimentConfig};
+use crate::models::weights::atomic_write;
+use crate::train::classify::{self, Results, Start};
+use crate::train::progress::Progress;
+use crate::train::{ExitCause, RunDir};
+use crate::{Error, Result};
+
+/// One grid axis: a config key and the values it takes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Axis {
+    pub key: String,
+    pub values: Vec<String>,
+}
+
+impl Axis {
+    /// Parses `key=v1,v2,...`. Commas inside brackets or quotes do not split,
+    /// so TOML arrays work: `optim.betas=[0.9,0.95],[0.9,0.999]`.
+    pub fn parse(s: &str) -> Result<Axis> {
+        let (key, values) = parse_override(s)
+            .map_err(|_| Error::config(s, "a grid axis must look like key=v1,v2 (e.g. model.block=vit,vit22b)"))?;
+        let values = split_values(&values);
+        if key.is_empty() || values.is_empty() || values.iter().any(String::is_empty) {
+            return Err(Error::config(s, "a grid axis needs a key and at least one non-empty value"));
+        }
+        Ok(Axis { key, values })
+    }
+}
+
+fn split_values(s: &str) -> Vec<String> {
+    let (mut out, mut cur, mut depth, mut quote) = (Vec::new(), String::new(), 0i32, None);
+    for c in s.chars() {
+        match (c, quote) {
+            ('"' | '\'', None) => quote = Some(c),
+            (q, Some(open)) if q == open => quote = None,
+            ('[' | '{', None) => depth += 1,
+            (']' | '}', None) => depth -= 1,
+            (',', None) if depth == 0 => {
+                out.push(cur.trim().to_string());
+                cur.clear();
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    out.push(cur.trim().to_string());
+    out
+}
+
+/// What to sweep.
+#[derive(Clone, Debug, Default)]
+pub struct SweepSpec {
+    /// The base experiment config (TOML), if any.
+    pub config: Option<PathBuf>,
+    /// `key=value` overrides applied to every run (before the grid's).
+    pub overrides: Vec<String>,
+    pub grid: Vec<Axis>,
+    pub seeds: Vec<u64>,
+}
+
+/// One planned run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlannedRun {
+    /// Run directory relative to the sweep directory, e.g. `block=vit22b/seed=1`.
+    pub dir: String,
+    /// The cell's name, e.g. `block=vit22b`.
+    pub cell: String,
+    /// The cell's overrides, e.g. `["model.block=vit22b"]`.
+    pub cell_overrides: Vec<String>,
+    pub seed: u64,
+}
+
+/// `DIR/sweep.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub version: u32,
+    /// The base config file as given, and its text when the sweep was planned.
+    pub config: Option<String>,
+    pub config_text: Option<String>,
+    pub overrides: Vec<String>,
+    pub grid: Vec<Axis>,
+    pub seeds: Vec<u64>,
+    /// The command line that planned the sweep (informational).
+    #[serde(default)]
+    pub command: Vec<String>,
+    pub runs: Vec<PlannedRun>,
+}
+
+impl Manifest {
+    pub const FILE: &'static str = "sweep.json";
+
+    /// Reads `dir/sweep.json` if there is one.
+    pub fn read(dir: &Path) -> Result<Option<Manifest>> {
+        let path = dir.join(Self::FILE);
+        if !path.exists() {
+            return Ok(None);
+        }
+        let text = fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| Error::data(&path, format!("not a vitlab sweep manifest: {e}")))
+    }
+}
+
+/// A planned sweep: where it lives, the manifest, and every run's resolved config.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub root: PathBuf,
+    pub manifest: Manifest,
+    /// Resolved configs, in the order of `manifest.runs`.
+    pub configs: Vec<ExperimentConfig>,
+}
+
+/// Short axis names: the last key segment (`model.block` -> `block`), or the full
+/// key where two axes share a last segment.
+fn short_names(grid: &[Axis]) -> Vec<String> {
+    let last = |k: &str| k.rsplit('.').next().unwrap_or(k).to_string();
+    grid.iter()
+        .map(|a| {
+            let l = last(&a.key);
+            if grid.iter().filter(|b| last(&b.key) == l).count() > 1 {
+                a.key.clone()
+            } else {
+                l
+            }
+        })
+        .collect()
+}
+
+/// A value as a path component: characters outside `[A-Za-z0-9._+=-]` become `_`.
+fn path_safe(s: &str) -> String {
+    let cleaned: String = s
+        .trim_matches('"')
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || "._+-=".contains(c) { c } else { '_' })
+        .collect();
+    if cleaned.is_empty() || cleaned.starts_with('.') {
+        format!("_{cleaned}")
+    } else {
+        cleaned
+    }
+}
+
+/// Builds the plan: every cell (the cartesian product of the grid, first axis
+/// slowest) x seed, with its config resolved (so a bad key or value fails here,
+/// before anything runs). Runs are ordered seed-major, so every cell gets its
+/// first seed before any gets a second.
+pub fn plan(spec: &SweepSpec, root: &Path) -> Result<Plan> {
+    if spec.seeds.is_empty() {
+        return Err(Error::config("--seeds", "a sweep needs at least one seed"));
+    }
+    for (i, a) in spec.grid.iter().enumerate() {
+        if spec.grid[..i].iter().any(|b| b.key == a.key) {
+            return Err(Error::config(&a.key, "appears in two --grid axes"));
+        }
+        if a.key == "seed" {
+            return Err(Error::config("seed", "use --seeds for seeds, not a grid axis"));
+        }
+    }
+    let names = short_names(&spec.grid);
+    // Cartesian product, first axis slowest.
+    let mut cells: Vec<Vec<usize>> = vec![vec![]];
+    for axis in &spec.grid {
+        cells = cells
+            .into_iter()
+            .flat_map(|c| {
+                (0..axis.values.len()).map(move |v| {
+                    let mut c = c.clone();
+                    c.push(v);
+                    c
+                })
+            })
+            .collect();
+    }
+    let mut runs = Vec::new();
+    let mut configs = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for &seed in &spec.seeds {
+        for cell in &cells {
+            let cell_overrides: Vec<String> = cell
+                .iter()
+                .zip(&spec.grid)
+                .map(|(&v, a)| format!("{}={}", a.key, a.values[v]))
+                .collect();
+            let label: Vec<String> = cell
+                .iter()
+                .zip(&spec.grid)
+                .zip(&names)
+                .map(|((&v, a), n)| format!("{n}={}", a.values[v]))
+                .collect();
+            let cell_name = if label.is_empty() { "base".to_string() } else { label.join(",") };
+            let cell_dir = if label.is_empty() {
+                "base".to_string()
+            } else {
+                cell.iter()
+                    .zip(&spec.grid)
+                    .zip(&names)
+                    .map(|((&v, a), n)| path_safe(&format!("{n}={}", a.values[v])))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
+            let dir = format!("{cell_dir}/seed={seed}");
+            if !seen.insert(dir.clone()) {
+                return Err(Error::config(
+                    "--grid",
+                    format!("two cells map to the run directory {dir}; make the values distinct"),
+                ));
+            }
+            let overrides = run_overrides(&spec.overrides, &cell_overrides, seed);
+            let config = ExperimentConfig::load(spec.config.as_deref(), &overrides)?;
+            // Model constraints (patch size, heads) fail here rather than mid-sweep.
+            config.model.resolve(config.model.num_classes.unwrap_or(2), 3)?;
+            runs.push(PlannedRun {
+                dir,
+                cell: cell_name,
+                cell_overrides,
+                seed,
+            });
+            configs.push(config);
+        }
+    }
+    let config_text = match &spec.config {
+        Some(p) => Some(fs::read_to_string(p).map_err(|e| Error::io(p, e))?),
+        None => None,
+    };
+    Ok(Plan {
+        root: root.to_path_buf(),
+        manifest: Manifest {
+            version: 1,
+            config: spec.config.as_ref().map(|p| p.display().to_string()),
+            config_text,
+            overrides: spec.overrides.clone(),
+            grid: spec.grid.clone(),
+            seeds: spec.seeds.clone(),
+            command: Vec::new(),
+            runs,
+        },
+        configs,
+    })
+}
+
+/// The overrides of one run: the sweep's, the cell's, then the seed.
+fn run_overrides(base: &[String], cell: &[String], seed: u64) -> Vec<String> {
+    let mut o: Vec<String> = base.to_vec();
+    o.extend(cell.iter().cloned());
+    o.push(format!("seed={seed}"));
+    o
+}
+
+/// Where a run directory stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    /// `results.json` exists.
+    Finished,
+    /// A checkpoint exists but no results.
+    Resumable,
+    /// Nothing to continue from.
+    Fresh,
+}
+
+pub fn run_state(run: &RunDir) -> RunState {
+    if run.results().exists() {
+        RunState::Finished
+    } else if run.latest().exists() {
+        RunState::Resumable
+    } else {
+        RunState::Fresh
+    }
+}
+
+/// How runs are executed.
+#[derive(Clone, Debug)]
+pub enum Runner {
+    /// In this process, one run at a time (`jobs` is ignored); `quiet` hides the progress bar.
+    InProcess { quiet: bool },
+    /// As child processes `PROGRAM train ...` (the vitlab binary), `jobs` at a
+    /// time, each logging to `RUN_DIR/train.log`. Unless `RAYON_NUM_THREADS` is
+    /// set, each child gets `cores / jobs` compute threads.
+    Subprocess { program: PathBuf },
+}
+
+#[derive(Clone, Debug)]
+pub struct SweepOptions {
+    pub jobs: usize,
+    pub runner: Runner,
+    /// One line per run start and end on stderr.
+    pub verbose: bool,
+}
+
+/// What the sweep did with a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Finished before; left untouched.
+    Skipped,
+    /// Continued from its checkpoint.
+    Resumed,
+    /// Started from scratch.
+    Started,
+}
+
+/// One run's outcome in `summary.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunOutcome {
+    pub dir: String,
+    pub cell: String,
+    pub seed: u64,
+    pub action: Action,
+    /// The exit cause, or `None` when the run failed with an error.
+    pub exit_cause: Option<ExitCause>,
+    pub error: Option<String>,
+    pub explosion_step: Option<u64>,
+    pub test_top1: Option<f64>,
+    pub steps: Option<u64>,
+    pub wall_time_s: Option<f64>,
+}
+
+/// `DIR/summary.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub runs: Vec<RunOutcome>,
+}
+
+impl Summary {
+    pub const FILE: &'static str = "summary.json";
+
+    pub fn failed(&self) -> usize {
+        self.runs.iter().filter(|r| r.error.is_some()).count()
+    }
+}
+
+/// Writes the plan's manifest (merged with the runs of an existing one, so a
+/// sweep extended with more seeds or values still lists its earlier runs).
+pub fn write_manifest(plan: &Plan) -> Result<()> {
+    fs::create_dir_all(&plan.root).map_err(|e| Error::io(&plan.root, e))?;
+    let mut manifest = plan.manifest.clone();
+    if let Some(old) = Manifest::read(&plan.root)? {
+        let known: std::collections::HashSet<String> = manifest.runs.iter().map(|r| r.dir.clone()).collect();
+        let extra: Vec<PlannedRun> = old.runs.into_iter().filter(|r| !known.contains(&r.dir)).collect();
+        manifest.runs.extend(extra);
+    }
+    let json = serde_json::to_string_pretty(&manifest).expect("manifest serialises");
+    atomic_write(&plan.root.join(Manifest::FILE), json.as_bytes())
+}
+
+/// Runs (or continues) a planned sweep; writes `sweep.json` first and
+/// `summary.json` at the end. Errors of individual runs are recorded, not
+/// returned; an `Err` means the sweep itself could not proceed.
+pub fn run(plan: &Plan, options: &SweepOptions) -> Result<Summary> {
+    write_manifest(plan)?;
+    let n = plan.manifest.runs.len();
+    let jobs = match options.runner {
+        Runner::InProcess { .. } => 1,
+        Runner::Subprocess { .. } => options.jobs.max(1).min(n.max(1)),
+    };
+    let threads_per_job = std::thread::available_parallelism().map_or(1, |p| p.get()).div_ceil(jobs).max(1);
+    let next = AtomicUsize::new(0);
+    let outcomes: Mutex<Vec<Option<RunOutcome>>> = Mutex::new(vec![None; n]);
+    let work = || loop {
+        let i = next.fetch_add(1, Ordering::SeqCst);
+        if i >= n {
+            break;
+        }
+        let outcome = run_one(plan, i, options, threads_per_job);
+        outcomes.lock().expect("no worker panics holding the lock")[i] = Some(outcome);
+    };
+    if jobs == 1 {
+        work();
+    } else {
+        std::thread::scope(|s| {
+            for _ in 0..jobs {
+                s.spawn(work);
+            }
+        });
+    }
+    let summary = Summary {
+        runs: outcomes.into_inner().expect("lock").into_iter().map(|o| o.expect("every run visited")).collect(),
+    };
+    let json = serde_json::to_string_pretty(&summary).expect("summary serialises");
+    atomic_write(&plan.root.join(Summary::FILE), json.as_bytes())?;
+    Ok(summary)
+}
+
+fn read_results(run: &RunDir) -> Result<Results> {
+    let path = run.results();
+    let text = fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    serde_json::from_str(&text).map_err(|e| Error::data(&path, format!("unreadable results: {e}")))
+}
+
+fn run_one(plan: &Plan, i: usize, options: &SweepOptions, threads: usize) -> RunOutcome {
+    let planned = &plan.manifest.runs[i];
+    let run = RunDir::new(plan.root.join(&planned.dir));
+    let state = run_state(&run);
+    let action = match state {
+        RunState::Finished => Action::Skipped,
+        RunState::Resumable => Action::Resumed,
+        RunState::Fresh => Action::Started,
+    };
+    let n = plan.manifest.runs.len();
+    let tag = format!("[{}/{n}] {}", i + 1, planned.dir);
+    if options.verbose {
+        let what = match action {
+            Action::Skipped => "finished before, skipped",
+            Action::Resumed => "resuming from its checkpoint",
+            Action::Started => "starting",
+        };
+        eprintln!("{tag}: {what}");
+    }
+    let overrides = run_overrides(&plan.manifest.overrides, &planned.cell_overrides, planned.seed);
+    let result = match action {
+        Action::Skipped => read_results(&run),
+        _ => execute(plan, i, &run, action, &overrides, options, threads),
+    };
+    let outcome = match result {
+        Ok(r) => {
+            let _ = fs::remove_file(run.root.join("error.txt"));
+            RunOutcome {
+                dir: planned.dir.clone(),
+                cell: planned.cell.clone(),
+                seed: planned.seed,
+                action,
+                exit_cause: Some(r.exit_cause.clone()),
+                error: None,
+                explosion_step: r.explosion.as_ref().map(|e| e.step),
+                test_top1: r.test.as_ref().map(|t| t.top1),
+                steps: Some(r.steps),
+                wall_time_s: Some(r.wall_time_s),
+            }
+        }
+        Err(e) => {
+            let message = e.to_string();
+            let _ = fs::create_dir_all(&run.root);
+            let _ = fs::write(run.root.join("error.txt"), format!("{message}\n"));
+            RunOutcome {
+                dir: planned.dir.clone(),
+                cell: planned.cell.clone(),
+                seed: planned.seed,
+                action,
+                exit_cause: None,
+                error: Some(message),
+                explosion_step: None,
+                test_top1: None,
+                steps: None,
+                wall_time_s: None,
+            }
+        }
+    };
+    if options.verbose && action != Action::Skipped {
+        match (&outcome.error, &outcome.exit_cause) {
+            (Some(e), _) => eprintln!("{tag}: FAILED: {e}"),
+            (None, Some(ExitCause::Exploded)) => {
+                eprintln!("{tag}: exploded at step {}", outcome.explosion_step.unwrap_or(0))
+            }
+            (None, cause) => eprintln!(
+                "{tag}: {} after {} steps, test top-1 {}",
+                cause.as_ref().map_or("done".into(), |c| format!("{c:?}").to_lowercase()),
+                outcome.steps.unwrap_or(0),
+                outcome.test_top1.map_or("n/a".into(), |t| format!("{t:.4}"))
+            ),
+        }
+    }
+    outcome
+}
+
+fn execute(
+    plan: &Plan,
+    i: usize,
+    run: &RunDir,
+    action: Action,
+    overrides: &[String],
+    options: &SweepOptions,
+    threads: usize,
+) -> Result<Results> {
+    match &options.runner {
+        Runner::InProcess { quiet } => {
+            let mut progress = Progress::new(*quiet);
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match action {
+                Action::Resumed => classify::train(Start::Resume(overrides), run, &mut progress),
+                _ => classify::train(Start::New(&plan.configs[i]), run, &mut progress),
+            }));
+            result.unwrap_or_else(|panic| {
+                let msg = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "unknown panic".into());
+                Err(Error::data(&run.root, format!("training panicked: {msg}")))
+            })
+        }
+        Runner::Subprocess { program } => {
+            run.create()?;
+            let log_path = run.root.join("train.log");
+            let log = fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log_path)
+                .map_err(|e| Error::io(&log_path, e))?;
+            let log_err = log.try_clone().map_err(|e| Error::io(&log_path, e))?;
+            let mut cmd = Command::new(program);
+            cmd.arg("train").arg("--quiet");
+            match action {
+                Action::Resumed => {
+                    cmd.arg("--resume").arg(&run.root);
+                }
+                _ => {
+                    // The resolved config, so the child needs nothing but the run directory.
+                    atomic_write(&run.config(), plan.configs[i].to_toml().as_bytes())?;
+                    cmd.arg("--config").arg(run.config()).arg("--out").arg(&run.root);
+                }
+            }
+            if action == Action::Resumed {
+                for o in overrides {
+                    cmd.arg("--set").arg(o);
+                }
+            }
+            if std::env::var_os("RAYON_NUM_THREADS").is_none() {
+                cmd.env("RAYON_NUM_THREADS", threads.to_string());
+            }
+            let status = cmd
+                .stdin(Stdio::null())
+                .stdout(Stdio::from(log))
+                .stderr(Stdio::from(log_err))
+                .status()
+                .map_err(|e| Error::io(program, e))?;
+            if status.success() && run.results().exists() {
+                return read_results(run);
+            }
+            let text = fs::read_to_string(&log_path).unwrap_or_default();
+            let last_error = text
+                .lines()
+                .rev()
+                .find(|l| l.starts_with("error:") || l.contains("panicked"))
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("training exited with {status}"));
+            Err(Error::data(&run.root, format!("{last_error} (log: {})", log_path.display())))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn axes_parse_with_toml_arrays_and_strings() {
+        let a = Axis::parse("model.block=vit,vit22b, vit22b-ln").unwrap();
+        assert_eq!(a.key, "model.block");
+        assert_eq!(a.values, ["vit", "vit22b", "vit22b-ln"]);
+        let b = Axis::parse("optim.betas=[0.9,0.95],[0.9, 0.999]").unwrap();
+        assert_eq!(b.values, ["[0.9,0.95]", "[0.9, 0.999]"]);
+        let c = Axis::parse(r#"data.path="a,b",synthetic"#).unwrap();
+        assert_eq!(c.values, [r#""a,b""#, "synthetic"]);
+        assert!(Axis::parse("model.block").is_err());
+        assert!(Axis::parse("model.block=").is_err());
+        assert!(Axis::parse("model.block=vit,,vit22b").is_err());
+    }
+
+    #[test]
+    fn plan_names_cells_and_orders_runs_seed_major() {
+        let spec = SweepSpec {
+            config: None,
+            overrides: vec!["data.path=synthetic".into()],
+            grid: vec![
+                Axis::parse("model.block=vit,vit22b").unwrap(),
+                Axis::parse("optim.lr=1e-3,3e-4").unwrap(),
+            ],
+            seeds: vec![0, 1],
+        };
+        let p = plan(&spec, Path::new("/tmp/x")).unwrap();
+        let dirs: Vec<&str> = p.manifest.runs.iter().map(|r| r.dir.as_str()).collect();
+        assert_eq!(dirs.len(), 8);
+        assert_eq!(dirs[0], "block=vit,lr=1e-3/seed=0");
+        assert_eq!(dirs[3], "block=vit22b,lr=3e-4/seed=0");
+        assert_eq!(dirs[4], "block=vit,lr=1e-3/seed=1");
+        assert_eq!(p.configs[3].optim.lr, 3e-4);
+        assert_eq!(p.configs[5].seed, 1);
+        assert_eq!(p.manifest.runs[1].cell_overrides, ["model.block=vit", "optim.lr=3e-4"]);
+    }
+
+    #[test]
+    fn plan_rejects_bad_keys_values_and_duplicates_before_running() {
+        let spec = |grid: &str| SweepSpec {
+            config: None,
+            overrides: vec!["data.path=synthetic".into()],
+            grid: vec![Axis::parse(grid).unwrap()],
+            seeds: vec![0],
+        };
+        let err = plan(&spec("model.blok=vit"), Path::new("/tmp/x")).unwrap_err().to_string();
+        assert!(err.contains("blok"), "{err}");
+        let err = plan(&spec("model.block=vit,vit23b"), Path::new("/tmp/x")).unwrap_err().to_string();
+        assert!(err.contains("vit23b"), "{err}");
+        let err = plan(&spec("model.patch_size=4,5"), Path::new("/tmp/x")).unwrap_err().to_string();
+        assert!(err.contains("divisible"), "{err}");
+        let err = plan(&spec("seed=1,2"), Path::new("/tmp/x")).unwrap_err().to_string();
+        assert!(err.contains("--seeds"), "{err}");
+        let mut s = spec("optim.lr=1e-3");
+        s.seeds.clear();
+        assert!(plan(&s, Path::new("/tmp/x")).is_err());
+    }
+
+    #[test]
+    fn path_components_are_safe() {
+        assert_eq!(path_safe("path=/data/cifar"), "path=_data_cifar");
+        assert_eq!(path_safe("betas=[0.9, 0.95]"), "betas=_0.9__0.95_");
+        assert_eq!(path_safe(".."), "_..");
+    }
+}
