@@ -37,6 +37,6 @@ else
     cargo build --release --bins --target "$HOST"
     for t in $TARGETS; do
         echo "== $t (${SECS}s)"
-        "target/$HOST/release/$t" "corpus/$t" "${FLAGS[@]}" -artifact_prefix="artifacts/$t/"
+        "${CARGO_TARGET_DIR:-target}/$HOST/release/$t" "corpus/$t" "${FLAGS[@]}" -artifact_prefix="artifacts/$t/"
     done
 fi

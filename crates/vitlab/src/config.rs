@@ -402,6 +402,16 @@ impl ExperimentConfig {
                 return Err(Error::config(name, "a probability must be in [0, 1]"));
             }
         }
+        if self.precision == Precision::Bf16 {
+            // No silent fp32 fallback: say what runs where.
+            return Err(Error::config(
+                "precision",
+                format!(
+                    "bf16 mixed precision is not available on the {} backend yet; the CPU backends train in fp32 (precision = \"fp32\")",
+                    self.backend
+                ),
+            ));
+        }
         if self.schedule.milestones.iter().any(|m| !(0.0..=1.0).contains(m)) {
             return Err(Error::config("schedule.milestones", "milestones are fractions of the epochs, in [0, 1]"));
         }

@@ -9,6 +9,7 @@
 //! Model code never names a backend: tensors carry their device.
 
 pub mod backend;
+pub mod bench;
 pub mod config;
 pub mod data;
 pub mod error;

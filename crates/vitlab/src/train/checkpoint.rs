@@ -66,10 +66,6 @@ impl Checkpoint {
 
     /// Tensors under `prefix.` with the prefix removed.
     pub fn group(&self, prefix: &str) -> TensorMap {
-        let p = format!("{prefix}.");
-        self.tensors
-            .iter()
-            .filter_map(|(k, v)| k.strip_prefix(&p).map(|k| (k.to_string(), v.clone())))
-            .collect()
+        crate::models::weights::group(&self.tensors, prefix)
     }
 }

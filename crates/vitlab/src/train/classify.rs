@@ -20,7 +20,7 @@ use crate::config::ExperimentConfig;
 use crate::data::loader::{Loader, LoaderConfig};
 use crate::data::{stratified_split, Augment, Batch, ImageSet};
 use crate::metrics::{ClassificationMetrics, Predictions};
-use crate::models::weights::{apply, collect, tensor_to_vec, TensorMap};
+use crate::models::weights::{apply, collect, group, tensor_to_vec, TensorMap};
 use crate::models::{param_count, ModelConfig, Vit};
 use crate::{Error, Result};
 
@@ -312,15 +312,8 @@ impl Task for Classifier {
     }
 
     fn restore(&mut self, tensors: &TensorMap, state: &LoopState, source: &Path) -> Result<()> {
-        let group = |prefix: &str| -> TensorMap {
-            let p = format!("{prefix}.");
-            tensors
-                .iter()
-                .filter_map(|(k, v)| k.strip_prefix(&p).map(|k| (k.to_string(), v.clone())))
-                .collect()
-        };
-        self.model = apply(self.model.clone(), &group("model"), source)?;
-        self.optim.load_state(&group("optim"), state.step, &self.device.clone().inner());
+        self.model = apply(self.model.clone(), &group(tensors, "model"), source)?;
+        self.optim.load_state(&group(tensors, "optim"), state.step, &self.device.clone().inner());
         Ok(())
     }
 

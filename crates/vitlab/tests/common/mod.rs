@@ -45,11 +45,7 @@ impl Fixture {
 
     /// Tensors under `prefix.`, with the prefix removed.
     pub fn group(&self, prefix: &str) -> TensorMap {
-        let p = format!("{prefix}.");
-        self.tensors
-            .iter()
-            .filter_map(|(k, v)| k.strip_prefix(&p).map(|k| (k.to_string(), v.clone())))
-            .collect()
+        vitlab::models::weights::group(&self.tensors, prefix)
     }
 
     pub fn str(&self, key: &str) -> String {

@@ -1,0 +1,261 @@
+//! `vitlab bench`: training and inference throughput per backend, against PyTorch.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+
+use vitlab::backend::Backend;
+use vitlab::bench::{self, Measurement, Mode};
+use vitlab::data::loader::{Loader, LoaderConfig};
+use vitlab::data::{Augment, Normalize};
+use vitlab::models::{BlockVariant, ModelConfig, Size};
+use vitlab::Error;
+
+use super::{render_table, Format};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Model as BLOCK-SIZE, e.g. vit-tiny, vit22b-small, vit22b-ln-tiny.
+    #[arg(long, default_value = "vit-tiny")]
+    model: String,
+    #[arg(long, default_value_t = 32)]
+    image_size: usize,
+    #[arg(long, default_value_t = 4)]
+    patch_size: usize,
+    #[arg(long, default_value_t = 10)]
+    num_classes: usize,
+    /// Training batch size.
+    #[arg(long, default_value_t = 128)]
+    batch: usize,
+    /// Inference batch size.
+    #[arg(long, default_value_t = 256)]
+    infer_batch: usize,
+    /// flex, tch, tch-cuda, cuda, or all (every backend compiled in).
+    #[arg(long, default_value = "all")]
+    backend: String,
+    /// Timed steps per measurement (after the warm-up).
+    #[arg(long, default_value_t = 10)]
+    steps: usize,
+    #[arg(long, default_value_t = 2)]
+    warmup: usize,
+    /// Rounds; each round runs every stack once, alternating, and steps are pooled.
+    #[arg(long, default_value_t = 1)]
+    rounds: usize,
+    /// Only train or infer (default: both).
+    #[arg(long)]
+    only: Option<String>,
+    /// Also run the same model in PyTorch (tools/bench_pytorch.py) and print ratios.
+    #[arg(long)]
+    against_pytorch: bool,
+    /// Python with torch (and timm) for --against-pytorch.
+    #[arg(long, default_value = "python3")]
+    python: String,
+    /// Benchmark the data loader alone on this dataset instead of a model.
+    #[arg(long)]
+    data: Option<PathBuf>,
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+    /// Internal: run one measurement in this process and print it as JSON.
+    #[arg(long, hide = true)]
+    child: Option<String>,
+}
+
+fn model_config(args: &Args) -> vitlab::Result<ModelConfig> {
+    let (block, size) = args
+        .model
+        .rsplit_once('-')
+        .ok_or_else(|| Error::config("--model", format!("{:?} is not BLOCK-SIZE, e.g. vit-tiny", args.model)))?;
+    let block: BlockVariant = block.parse()?;
+    let size: Size = size.parse()?;
+    let c = ModelConfig::new(block, size).with_image(args.image_size, args.patch_size).with_classes(args.num_classes);
+    c.validate()?;
+    Ok(c)
+}
+
+fn run_child(args: &Args, spec: &str) -> vitlab::Result<()> {
+    let (backend, mode) = spec.split_once(':').ok_or_else(|| Error::config("--child", "expected BACKEND:MODE"))?;
+    let backend: Backend = backend.parse()?;
+    let c = model_config(args)?;
+    let device = backend.device()?;
+    let base = bench::peak_rss_kib();
+    let (mode, batch, times) = match mode {
+        "train" => (Mode::Train, args.batch, bench::time_training(&c, &device, args.batch, args.warmup, args.steps)?),
+        _ => (Mode::Infer, args.infer_batch, bench::time_inference(&c, &device, args.infer_batch, args.warmup, args.steps)?),
+    };
+    let m = Measurement {
+        stack: backend.to_string(),
+        mode,
+        batch,
+        step_ms: times,
+        peak_rss_kib: bench::peak_rss_kib(),
+        base_rss_kib: base,
+    };
+    println!("{}", serde_json::to_string(&m).expect("json"));
+    Ok(())
+}
+
+fn spawn(mut cmd: Command, what: &str) -> vitlab::Result<Measurement> {
+    let out = cmd
+        .output()
+        .map_err(|e| Error::Backend { name: what.into(), message: format!("cannot start: {e}") })?;
+    if !out.status.success() {
+        return Err(Error::Backend {
+            name: what.into(),
+            message: format!("benchmark process failed: {}", String::from_utf8_lossy(&out.stderr).trim()),
+        });
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().last().unwrap_or_default();
+    serde_json::from_str(line).map_err(|e| Error::Backend {
+        name: what.into(),
+        message: format!("unreadable benchmark output ({e}): {line}"),
+    })
+}
+
+fn data_bench(args: &Args, path: &PathBuf) -> vitlab::Result<()> {
+    let ds = vitlab::data::open(path)?;
+    let size = ds.train.height;
+    let n = ds.train.len();
+    let loader = Loader::new(
+        Arc::new(ds.train),
+        (0..n).collect(),
+        LoaderConfig {
+            batch_size: args.batch,
+            image_size: size,
+            augment: Augment::standard(),
+            normalize: Normalize::Cifar,
+            shuffle: true,
+            drop_last: false,
+            workers: args.workers,
+            seed: 0,
+        },
+    );
+    let (images, secs) = bench::loader_throughput(&loader, 5.0);
+    println!(
+        "loader: {:.0} images/s ({images} augmented {size}x{size} images, batch {}, {} workers, {secs:.2} s)",
+        images as f64 / secs,
+        args.batch,
+        args.workers
+    );
+    Ok(())
+}
+
+pub fn run(args: Args) -> vitlab::Result<()> {
+    if let Some(spec) = &args.child {
+        return run_child(&args, spec);
+    }
+    if let Some(path) = &args.data {
+        return data_bench(&args, path);
+    }
+    let c = model_config(&args)?;
+    let backends: Vec<Backend> = if args.backend == "all" {
+        Backend::compiled_cpu()
+    } else {
+        vec![args.backend.parse()?]
+    };
+    let modes: Vec<&str> = match args.only.as_deref() {
+        None => vec!["train", "infer"],
+        Some(m @ ("train" | "infer")) => vec![m],
+        Some(other) => return Err(Error::config("--only", format!("{other:?}: expected train or infer"))),
+    };
+    let exe = std::env::current_exe().map_err(|e| Error::io("vitlab", e))?;
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tools/bench_pytorch.py");
+    let mut results: Vec<Measurement> = Vec::new();
+    for round in 0..args.rounds {
+        for mode in &modes {
+            let mut stacks: Vec<String> = backends.iter().map(|b| b.to_string()).collect();
+            if args.against_pytorch {
+                stacks.push("pytorch".into());
+            }
+            if round % 2 == 1 {
+                stacks.reverse();
+            }
+            for stack in stacks {
+                eprintln!("round {}/{}: {stack} {mode} ...", round + 1, args.rounds);
+                let common = [
+                    "--model".to_string(), args.model.clone(),
+                    "--image-size".into(), args.image_size.to_string(),
+                    "--patch-size".into(), args.patch_size.to_string(),
+                    "--num-classes".into(), args.num_classes.to_string(),
+                    "--batch".into(), args.batch.to_string(),
+                    "--infer-batch".into(), args.infer_batch.to_string(),
+                    "--steps".into(), args.steps.to_string(),
+                    "--warmup".into(), args.warmup.to_string(),
+                ];
+                let m = if stack == "pytorch" {
+                    let mut cmd = Command::new(&args.python);
+                    cmd.arg(&script).args(common).arg("--mode").arg(mode);
+                    spawn(cmd, "pytorch")?
+                } else {
+                    let mut cmd = Command::new(&exe);
+                    cmd.arg("bench").args(common).arg("--child").arg(format!("{stack}:{mode}"));
+                    spawn(cmd, &stack)?
+                };
+                // Pool rounds.
+                match results.iter_mut().find(|r| r.stack == m.stack && r.mode == m.mode) {
+                    Some(r) => {
+                        r.step_ms.extend(m.step_ms);
+                        r.peak_rss_kib = r.peak_rss_kib.max(m.peak_rss_kib);
+                    }
+                    None => results.push(m),
+                }
+            }
+        }
+    }
+    report(&args, &c, &results);
+    Ok(())
+}
+
+fn report(args: &Args, c: &ModelConfig, results: &[Measurement]) {
+    let torch = |mode: Mode| results.iter().find(|r| r.stack == "pytorch" && r.mode == mode);
+    let rows: Vec<serde_json::Value> = results
+        .iter()
+        .map(|r| {
+            let flops = match r.mode {
+                Mode::Train => bench::train_flops(c),
+                Mode::Infer => bench::forward_flops(c),
+            };
+            let ips = r.images_per_s();
+            let reference = torch(r.mode);
+            serde_json::json!({
+                "stack": r.stack, "mode": r.mode, "batch": r.batch,
+                "median_ms": r.median_ms(), "min_ms": r.min_ms(), "steps": r.step_ms.len(),
+                "images_per_s": ips, "gflops": flops * ips / 1e9,
+                "peak_rss_mib": r.peak_rss_kib as f64 / 1024.0,
+                "model_rss_mib": (r.peak_rss_kib.saturating_sub(r.base_rss_kib)) as f64 / 1024.0,
+                "vs_pytorch": reference.map(|p| ips / p.images_per_s()),
+                "memory_vs_pytorch": reference.map(|p| r.peak_rss_kib as f64 / p.peak_rss_kib as f64),
+            })
+        })
+        .collect();
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&rows).expect("json")),
+        _ => {
+            println!(
+                "{} at {} px, patch {}, {} classes; train batch {}, inference batch {}; median of {} steps per stack",
+                args.model, args.image_size, args.patch_size, args.num_classes, args.batch, args.infer_batch, args.steps * args.rounds
+            );
+            let header = ["stack", "mode", "img/s", "median ms", "min ms", "GFLOP/s", "peak MiB", "x PyTorch", "mem x PyTorch"];
+            let f = |v: &serde_json::Value, d: usize| v.as_f64().map_or("-".to_string(), |x| format!("{x:.d$}"));
+            let table: Vec<Vec<String>> = rows
+                .iter()
+                .map(|r| {
+                    vec![
+                        r["stack"].as_str().unwrap_or("").to_string(),
+                        r["mode"].as_str().unwrap_or("").to_string(),
+                        f(&r["images_per_s"], 1),
+                        f(&r["median_ms"], 1),
+                        f(&r["min_ms"], 1),
+                        f(&r["gflops"], 1),
+                        f(&r["peak_rss_mib"], 0),
+                        f(&r["vs_pytorch"], 2),
+                        f(&r["memory_vs_pytorch"], 2),
+                    ]
+                })
+                .collect();
+            println!("{}", render_table(&header, &table));
+        }
+    }
+}

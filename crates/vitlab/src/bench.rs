@@ -1,0 +1,164 @@
+//! Throughput benchmarks: timed training steps (forward + backward + AdamW
+//! step) and inference batches of a model on one backend, and the analytic
+//! FLOP count used to report achieved GFLOP/s.
+//!
+//! `vitlab bench` runs every measurement in its own child process (so each
+//! reports its own peak memory) and alternates backends and PyTorch
+//! (tools/bench_pytorch.py) so that machine noise hits all of them alike.
+
+use std::time::Instant;
+
+use burn::tensor::activation::log_softmax;
+use burn::tensor::{Device, Distribution, Tensor, TensorData};
+use serde::{Deserialize, Serialize};
+
+use crate::config::OptimSection;
+use crate::models::weights::tensor_to_vec;
+use crate::models::{HeadKind, ModelConfig, Pool, Vit};
+use crate::train::optim::Optimizer;
+use crate::Result;
+
+/// What to time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Train,
+    Infer,
+}
+
+/// Timings of one child process.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Measurement {
+    pub stack: String,
+    pub mode: Mode,
+    pub batch: usize,
+    /// Milliseconds per timed step (after warm-up).
+    pub step_ms: Vec<f64>,
+    /// Peak resident memory of the process (KiB) after the run, and before the model was built.
+    pub peak_rss_kib: u64,
+    pub base_rss_kib: u64,
+}
+
+impl Measurement {
+    pub fn median_ms(&self) -> f64 {
+        let mut v = self.step_ms.clone();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        if n == 0 {
+            return f64::NAN;
+        }
+        if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        }
+    }
+    pub fn min_ms(&self) -> f64 {
+        self.step_ms.iter().copied().fold(f64::INFINITY, f64::min)
+    }
+    pub fn images_per_s(&self) -> f64 {
+        self.batch as f64 / (self.median_ms() / 1000.0)
+    }
+}
+
+/// Peak resident set size of this process in KiB (Linux `VmHWM`), 0 where unknown.
+pub fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+/// Forward-pass FLOPs of one image (a multiply-add counts 2), from the model's shapes.
+pub fn forward_flops(c: &ModelConfig) -> f64 {
+    let (d, m, k) = (c.dim as f64, c.mlp_dim as f64, c.num_classes as f64);
+    let n = c.num_patches() as f64;
+    let t = c.num_tokens() as f64;
+    let patch = 2.0 * n * (c.patch_size * c.patch_size * c.channels) as f64 * d;
+    let attn = 2.0 * t * d * 3.0 * d + 2.0 * 2.0 * t * t * d + 2.0 * t * d * d;
+    let mlp = 2.0 * 2.0 * t * d * m;
+    let blocks = c.depth as f64 * (attn + mlp);
+    let map = if c.pool == Pool::Map { 2.0 * (d * d + t * 2.0 * d * d + 2.0 * t * d + d * d + 2.0 * d * m) } else { 0.0 };
+    let head = match c.head {
+        HeadKind::Linear => 2.0 * d * k,
+        HeadKind::Paper => 2.0 * (d * m + m * k),
+    };
+    patch + blocks + map + head
+}
+
+/// Training FLOPs of one image: forward + backward (twice the forward).
+pub fn train_flops(c: &ModelConfig) -> f64 {
+    3.0 * forward_flops(c)
+}
+
+fn random_batch(c: &ModelConfig, batch: usize, device: &Device) -> (Tensor<4>, Tensor<2>) {
+    let x = Tensor::<4>::random([batch, c.channels, c.image_size, c.image_size], Distribution::Normal(0.0, 1.0), device);
+    let k = c.num_classes;
+    let mut onehot = vec![0f32; batch * k];
+    for i in 0..batch {
+        onehot[i * k + (i * 7) % k] = 1.0;
+    }
+    (x, Tensor::from_data(TensorData::new(onehot, [batch, k]), device))
+}
+
+/// Times `steps` training steps (cross-entropy, AdamW lr 1e-3) after `warmup` untimed ones.
+pub fn time_training(c: &ModelConfig, device: &Device, batch: usize, warmup: usize, steps: usize) -> Result<Vec<f64>> {
+    let ad = device.clone().autodiff();
+    ad.seed(0);
+    let mut model = Vit::new(c, &ad)?;
+    let mut optim = Optimizer::new(OptimSection::default());
+    let (x, target) = random_batch(c, batch, &ad);
+    let mut times = Vec::with_capacity(steps);
+    for i in 0..warmup + steps {
+        let start = Instant::now();
+        let logits = model.forward(x.clone());
+        let loss = (log_softmax(logits, 1) * target.clone()).sum_dim(1).mean().neg();
+        let grads = loss.backward();
+        model = optim.step(model, &grads, 1e-3, 1.0);
+        // Wait for the step to finish: read a parameter back.
+        let _ = tensor_to_vec(model.head.bias.as_ref().expect("head bias").val().inner());
+        if i >= warmup {
+            times.push(start.elapsed().as_secs_f64() * 1000.0);
+        }
+    }
+    Ok(times)
+}
+
+/// Times `steps` inference batches (no autodiff) after `warmup` untimed ones.
+pub fn time_inference(c: &ModelConfig, device: &Device, batch: usize, warmup: usize, steps: usize) -> Result<Vec<f64>> {
+    device.seed(0);
+    let model = Vit::new(c, device)?;
+    let (x, _) = random_batch(c, batch, device);
+    let mut times = Vec::with_capacity(steps);
+    for i in 0..warmup + steps {
+        let start = Instant::now();
+        let _ = tensor_to_vec(model.forward(x.clone()));
+        if i >= warmup {
+            times.push(start.elapsed().as_secs_f64() * 1000.0);
+        }
+    }
+    Ok(times)
+}
+
+/// Images per second the loader delivers over about `seconds` (whole epochs repeated).
+pub fn loader_throughput(loader: &crate::data::loader::Loader, seconds: f64) -> (usize, f64) {
+    let start = Instant::now();
+    let (mut images, mut epoch) = (0usize, 0u64);
+    let mut checksum = 0f64;
+    'outer: loop {
+        for b in loader.epoch(epoch, 0) {
+            images += b.labels.len();
+            checksum += b.images[0] as f64;
+            if start.elapsed().as_secs_f64() >= seconds {
+                break 'outer;
+            }
+        }
+        epoch += 1;
+    }
+    std::hint::black_box(checksum);
+    (images, start.elapsed().as_secs_f64())
+}
