@@ -15,6 +15,7 @@ pub mod data;
 pub mod error;
 pub mod metrics;
 pub mod models;
+pub mod report;
 pub mod stats;
 pub mod sweep;
 pub mod train;

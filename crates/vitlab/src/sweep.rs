@@ -30,11 +30,21 @@ use crate::train::progress::Progress;
 use crate::train::{ExitCause, RunDir};
 use crate::{Error, Result};
 
-/// One grid axis: a config key and the values it takes.
+/// One grid axis: a name and its levels. `--grid key=v1,v2` gives the axis
+/// `key` with levels `v1` (override `key=v1`) and `v2`; a level may also set
+/// several keys at once (e.g. the stabiliser axis of `vitlab stability`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Axis {
-    pub key: String,
-    pub values: Vec<String>,
+    /// A config key, or any name for a bundle axis (`stabilizer`).
+    pub name: String,
+    pub levels: Vec<Level>,
+}
+
+/// One value of an axis: its label in cell names and the overrides it applies.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Level {
+    pub label: String,
+    pub overrides: Vec<String>,
 }
 
 impl Axis {
@@ -47,7 +57,35 @@ impl Axis {
         if key.is_empty() || values.is_empty() || values.iter().any(String::is_empty) {
             return Err(Error::config(s, "a grid axis needs a key and at least one non-empty value"));
         }
-        Ok(Axis { key, values })
+        Ok(Axis::values(&key, &values))
+    }
+
+    /// The axis `key` over `values` (one override `key=value` per level).
+    pub fn values(key: &str, values: &[String]) -> Axis {
+        Axis {
+            name: key.to_string(),
+            levels: values
+                .iter()
+                .map(|v| Level {
+                    label: v.clone(),
+                    overrides: vec![format!("{key}={v}")],
+                })
+                .collect(),
+        }
+    }
+
+    /// An axis whose levels are named bundles of overrides.
+    pub fn bundles(name: &str, levels: &[(&str, &[&str])]) -> Axis {
+        Axis {
+            name: name.to_string(),
+            levels: levels
+                .iter()
+                .map(|(label, o)| Level {
+                    label: label.to_string(),
+                    overrides: o.iter().map(|s| s.to_string()).collect(),
+                })
+                .collect(),
+        }
     }
 }
 
@@ -142,9 +180,9 @@ fn short_names(grid: &[Axis]) -> Vec<String> {
     let last = |k: &str| k.rsplit('.').next().unwrap_or(k).to_string();
     grid.iter()
         .map(|a| {
-            let l = last(&a.key);
-            if grid.iter().filter(|b| last(&b.key) == l).count() > 1 {
-                a.key.clone()
+            let l = last(&a.name);
+            if grid.iter().filter(|b| last(&b.name) == l).count() > 1 {
+                a.name.clone()
             } else {
                 l
             }
@@ -175,10 +213,13 @@ pub fn plan(spec: &SweepSpec, root: &Path) -> Result<Plan> {
         return Err(Error::config("--seeds", "a sweep needs at least one seed"));
     }
     for (i, a) in spec.grid.iter().enumerate() {
-        if spec.grid[..i].iter().any(|b| b.key == a.key) {
-            return Err(Error::config(&a.key, "appears in two --grid axes"));
+        if spec.grid[..i].iter().any(|b| b.name == a.name) {
+            return Err(Error::config(&a.name, "appears in two --grid axes"));
         }
-        if a.key == "seed" {
+        if a.levels.is_empty() {
+            return Err(Error::config(&a.name, "a grid axis needs at least one value"));
+        }
+        if a.name == "seed" || a.levels.iter().flat_map(|l| &l.overrides).any(|o| o.split('=').next() == Some("seed")) {
             return Err(Error::config("seed", "use --seeds for seeds, not a grid axis"));
         }
     }
@@ -189,7 +230,7 @@ pub fn plan(spec: &SweepSpec, root: &Path) -> Result<Plan> {
         cells = cells
             .into_iter()
             .flat_map(|c| {
-                (0..axis.values.len()).map(move |v| {
+                (0..axis.levels.len()).map(move |v| {
                     let mut c = c.clone();
                     c.push(v);
                     c
@@ -205,13 +246,13 @@ pub fn plan(spec: &SweepSpec, root: &Path) -> Result<Plan> {
             let cell_overrides: Vec<String> = cell
                 .iter()
                 .zip(&spec.grid)
-                .map(|(&v, a)| format!("{}={}", a.key, a.values[v]))
+                .flat_map(|(&v, a)| a.levels[v].overrides.iter().cloned())
                 .collect();
             let label: Vec<String> = cell
                 .iter()
                 .zip(&spec.grid)
                 .zip(&names)
-                .map(|((&v, a), n)| format!("{n}={}", a.values[v]))
+                .map(|((&v, a), n)| format!("{n}={}", a.levels[v].label))
                 .collect();
             let cell_name = if label.is_empty() { "base".to_string() } else { label.join(",") };
             let cell_dir = if label.is_empty() {
@@ -220,7 +261,7 @@ pub fn plan(spec: &SweepSpec, root: &Path) -> Result<Plan> {
                 cell.iter()
                     .zip(&spec.grid)
                     .zip(&names)
-                    .map(|((&v, a), n)| path_safe(&format!("{n}={}", a.values[v])))
+                    .map(|((&v, a), n)| path_safe(&format!("{n}={}", a.levels[v].label)))
                     .collect::<Vec<_>>()
                     .join(",")
             };
@@ -570,12 +611,14 @@ mod tests {
     #[test]
     fn axes_parse_with_toml_arrays_and_strings() {
         let a = Axis::parse("model.block=vit,vit22b, vit22b-ln").unwrap();
-        assert_eq!(a.key, "model.block");
-        assert_eq!(a.values, ["vit", "vit22b", "vit22b-ln"]);
+        let labels = |a: &Axis| a.levels.iter().map(|l| l.label.clone()).collect::<Vec<_>>();
+        assert_eq!(a.name, "model.block");
+        assert_eq!(labels(&a), ["vit", "vit22b", "vit22b-ln"]);
+        assert_eq!(a.levels[2].overrides, ["model.block=vit22b-ln"]);
         let b = Axis::parse("optim.betas=[0.9,0.95],[0.9, 0.999]").unwrap();
-        assert_eq!(b.values, ["[0.9,0.95]", "[0.9, 0.999]"]);
+        assert_eq!(labels(&b), ["[0.9,0.95]", "[0.9, 0.999]"]);
         let c = Axis::parse(r#"data.path="a,b",synthetic"#).unwrap();
-        assert_eq!(c.values, [r#""a,b""#, "synthetic"]);
+        assert_eq!(labels(&c), [r#""a,b""#, "synthetic"]);
         assert!(Axis::parse("model.block").is_err());
         assert!(Axis::parse("model.block=").is_err());
         assert!(Axis::parse("model.block=vit,,vit22b").is_err());
@@ -622,6 +665,23 @@ mod tests {
         let mut s = spec("optim.lr=1e-3");
         s.seeds.clear();
         assert!(plan(&s, Path::new("/tmp/x")).is_err());
+    }
+
+    #[test]
+    fn bundle_axes_set_several_keys_per_level() {
+        let spec = SweepSpec {
+            config: None,
+            overrides: vec!["data.path=synthetic".into()],
+            grid: vec![Axis::bundles(
+                "stabilizer",
+                &[("none", &[]), ("clip+z", &["stabilizers.clip_grad_norm=1.0", "stabilizers.z_loss=1e-4"])],
+            )],
+            seeds: vec![3],
+        };
+        let p = plan(&spec, Path::new("/tmp/x")).unwrap();
+        assert_eq!(p.manifest.runs[1].dir, "stabilizer=clip+z/seed=3");
+        assert_eq!(p.configs[0].stabilizers.clip_grad_norm, 0.0);
+        assert_eq!((p.configs[1].stabilizers.clip_grad_norm, p.configs[1].stabilizers.z_loss), (1.0, 1e-4));
     }
 
     #[test]

@@ -144,3 +144,67 @@ fn an_exploding_run_and_a_failing_run_do_not_stop_the_sweep() {
     assert_eq!(json["runs"].as_array().unwrap().len(), 4);
     assert!(Path::new(&root.join(&boom.dir).join("results.json")).exists());
 }
+
+#[test]
+fn the_report_of_a_sweep_tabulates_every_cell_and_draws_the_figures() {
+    use vitlab::report::{self, Report};
+
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("sweep");
+    let spec = spec(
+        &["model.block=vit,vit22b-nonorm", "optim.lr=1e-3,1e4"],
+        &[0, 1],
+        &["stabilizers.clip_grad_norm=0"],
+    );
+    let plan = sweep::plan(&spec, &root).unwrap();
+    let summary = sweep::run(&plan, &in_process()).unwrap();
+    assert_eq!(summary.runs.len(), 8);
+    assert_eq!(summary.failed(), 0);
+
+    let runs = report::load_runs(&[root.clone()]).unwrap();
+    assert_eq!(runs.len(), 8);
+    let r = Report::build("test sweep", runs, None);
+    assert_eq!(r.keys, ["model.block", "optim.lr"]);
+    let labels: Vec<&str> = r.cells.iter().map(|c| c.label.as_str()).collect();
+    // The sweep's cell names (config-derived ones, `block=vit, lr=0.001`, for runs of no sweep).
+    assert_eq!(labels, ["block=vit,lr=1e-3", "block=vit,lr=1e4", "block=vit22b-nonorm,lr=1e-3", "block=vit22b-nonorm,lr=1e4"]);
+    for c in &r.cells {
+        assert_eq!(c.seeds, [0, 1], "{}", c.label);
+        assert_eq!(c.top1.unwrap().n, 2);
+        assert!(c.params.unwrap() > 0);
+    }
+    // lr = 1e4 explodes every seed; lr = 1e-3 never does.
+    assert_eq!((r.cells[0].exploded, r.cells[1].exploded), (0, 2));
+    assert_eq!(r.cells[3].exploded, 2);
+    assert_eq!(r.cells[1].explosion_steps.len(), 2);
+    // The default baseline is model.block=vit at the same learning rate.
+    assert_eq!(r.baseline, [("model.block".to_string(), "vit".to_string())]);
+    assert_eq!(r.cells[2].baseline.as_deref(), Some("block=vit,lr=1e-3"));
+    assert!(r.cells[2].t_test.is_some() || r.cells[2].top1.unwrap().std == 0.0);
+    assert!(r.cells[0].t_test.is_none());
+
+    let out = dir.path().join("report");
+    let written = r.write(&out).unwrap();
+    for f in ["report.md", "report.html", "report.json", "figures/accuracy.png", "figures/accuracy.svg", "figures/stability.png", "figures/stability.svg", "figures/curves.png"] {
+        assert!(out.join(f).exists(), "{f} missing; wrote {written:?}");
+    }
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    for c in &r.cells {
+        assert!(md.contains(&format!("| {} | 2 |", c.label)), "accuracy row of {}:\n{md}", c.label);
+    }
+    assert!(md.contains("| block=vit,lr=1e4 | 2 / 2 |"), "{md}");
+    assert!(md.contains("| block=vit,lr=1e-3 | 0 / 2 | - |"), "{md}");
+    assert!(md.contains("![") && md.contains("figures/stability.png"));
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("<td>block=vit22b-nonorm,lr=1e-3</td>") && html.contains("figures/accuracy.png"));
+    // PNGs are real images of the requested size.
+    let png = image::open(out.join("figures/stability.png")).unwrap();
+    assert_eq!((png.width(), png.height()), (1500, 620));
+
+    // An explicit baseline (values normalised like the config's); runs found
+    // without their sweep's manifest get labels from their configs.
+    let runs: Vec<_> = report::load_runs(&[root]).unwrap().into_iter().map(|mut r| { r.sweep_cell = None; r }).collect();
+    let r2 = Report::build("t", runs, Some(report::parse_baseline("optim.lr=1e-3").unwrap()));
+    assert_eq!(r2.cells[1].label, "block=vit, lr=10000.0");
+    assert_eq!(r2.cells[1].baseline.as_deref(), Some("block=vit, lr=0.001"));
+}

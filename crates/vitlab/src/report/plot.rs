@@ -1,0 +1,490 @@
+//! The report's figures, drawn with plotters to SVG and PNG from one drawing
+//! routine each. PNG text uses the DejaVu Sans subset bundled under
+//! `assets/fonts/` (no system fonts needed); SVG text names `sans-serif`.
+
+use std::path::Path;
+use std::sync::Once;
+
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::{Report, RunRecord};
+use crate::models::weights::atomic_write;
+use crate::{Error, Result};
+
+static FONT: &[u8] = include_bytes!("../../../../assets/fonts/DejaVuSans-subset.ttf");
+static REGISTER: Once = Once::new();
+
+fn register_font() {
+    REGISTER.call_once(|| {
+        // The bundled font is known to parse; a failure would only lose PNG text.
+        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT);
+    });
+}
+
+/// A figure written as `NAME.png` and `NAME.svg`.
+#[derive(Clone, Debug)]
+pub struct Figure {
+    pub name: String,
+    pub caption: String,
+}
+
+/// Colours for up to 20 cells (tab10, then its light variants), cycling beyond.
+const COLORS: [(u8, u8, u8); 20] = [
+    (31, 119, 180),
+    (255, 127, 14),
+    (44, 160, 44),
+    (214, 39, 40),
+    (148, 103, 189),
+    (140, 86, 75),
+    (227, 119, 194),
+    (127, 127, 127),
+    (188, 189, 34),
+    (23, 190, 207),
+    (174, 199, 232),
+    (255, 187, 120),
+    (152, 223, 138),
+    (255, 152, 150),
+    (197, 176, 213),
+    (196, 156, 148),
+    (247, 182, 210),
+    (199, 199, 199),
+    (219, 219, 141),
+    (158, 218, 229),
+];
+
+fn color(i: usize) -> RGBColor {
+    let (r, g, b) = COLORS[i % COLORS.len()];
+    RGBColor(r, g, b)
+}
+
+type DrawResult = std::result::Result<(), String>;
+
+/// The minor grid lines.
+const LIGHT: RGBColor = RGBColor(238, 238, 238);
+
+/// Log-axis tick labels: 0.01, 0.1, 1, 10, 100, 1000, 1e4, 1e5, ...
+fn log_label(v: f64) -> String {
+    if v >= 1e4 || (v > 0.0 && v < 1e-3) {
+        let e = v.log10().round() as i32;
+        let m = v / 10f64.powi(e);
+        if (m - 1.0).abs() < 1e-6 {
+            format!("1e{e}")
+        } else {
+            format!("{m:.1}e{e}")
+        }
+    } else if v >= 1.0 {
+        format!("{v:.0}")
+    } else {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').to_string()
+    }
+}
+
+fn err<E: std::fmt::Display>(e: E) -> String {
+    e.to_string()
+}
+
+/// A figure's drawing routine, for any plotters backend.
+trait Draw {
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> DrawResult;
+}
+
+/// Draws `d` to `dir/NAME.svg` and `dir/NAME.png`.
+fn render<D: Draw>(d: &D, name: &str, (w, h): (u32, u32), dir: &Path) -> Result<()> {
+    register_font();
+    let fail = |what: &str, e: String| Error::data(dir.join(format!("{name}.{what}")), format!("drawing failed: {e}"));
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (w, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| fail("svg", err(e)))?;
+        d.draw(&root).map_err(|e| fail("svg", e))?;
+        root.present().map_err(|e| fail("svg", err(e)))?;
+    }
+    atomic_write(&dir.join(format!("{name}.svg")), svg.as_bytes())?;
+    let mut buf = vec![0u8; (w * h * 3) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut buf, (w, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| fail("png", err(e)))?;
+        d.draw(&root).map_err(|e| fail("png", e))?;
+        root.present().map_err(|e| fail("png", err(e)))?;
+    }
+    let mut png = Vec::new();
+    image::codecs::png::PngEncoder::new(&mut png)
+        .write_image(&buf, w, h, image::ExtendedColorType::Rgb8)
+        .map_err(|e| fail("png", err(e)))?;
+    atomic_write(&dir.join(format!("{name}.png")), &png)
+}
+
+use image::ImageEncoder;
+
+/// Draws every figure the data allows; returns the ones written.
+pub fn draw_all(report: &Report, dir: &Path) -> Result<Vec<Figure>> {
+    let mut out = Vec::new();
+    let acc = Accuracy::new(report);
+    if !acc.bars.is_empty() {
+        let longest = acc.bars.iter().map(|b| b.0.chars().count()).max().unwrap_or(10) as u32;
+        let w = (acc.bars.len() as u32 * (longest * 8 + 24)).clamp(700, 2400) + 120;
+        render(&acc, "accuracy", (w, 520), dir)?;
+        out.push(Figure {
+            name: "accuracy".into(),
+            caption: "Test top-1 and top-5 accuracy per cell, mean over seeds, error bars ± 1 std (cf. the paper's Figure 2)"
+                .into(),
+        });
+    }
+    let stab = Stability::new(report);
+    if stab.has_data() {
+        render(&stab, "stability", (1500, 620), dir)?;
+        out.push(Figure {
+            name: "stability".into(),
+            caption: "Per-step max logit and max |gradient| of every run (log scale), explosion thresholds dashed, \
+                      explosions marked x (cf. the paper's Figure 1)"
+                .into(),
+        });
+    }
+    let curves = Curves::new(report);
+    if curves.has_data() {
+        render(&curves, "curves", (1100, 560), dir)?;
+        out.push(Figure {
+            name: "curves".into(),
+            caption: "Validation accuracy per epoch of every run".into(),
+        });
+    }
+    Ok(out)
+}
+
+fn caption_style() -> FontDesc<'static> {
+    ("sans-serif", 20).into_font()
+}
+
+/// An x axis of `n` categories at 0, 1, ..., n - 1 (ticks exactly there),
+/// spanning [-0.5, n - 0.5] so bars can sit either side of a category.
+struct Categories(usize);
+
+impl Ranged for Categories {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, v: &f64, limit: (i32, i32)) -> i32 {
+        let r = self.range();
+        let t = (v - r.start) / (r.end - r.start);
+        limit.0 + (t * (limit.1 - limit.0) as f64).round() as i32
+    }
+
+    fn key_points<Hint: KeyPointHint>(&self, _hint: Hint) -> Vec<f64> {
+        (0..self.0).map(|i| i as f64).collect()
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        -0.5..self.0 as f64 - 0.5
+    }
+}
+
+/// Grouped bars with error bars: (label, top-1 (mean, std), top-5 (mean, std)).
+struct Accuracy {
+    bars: Vec<(String, (f64, f64), Option<(f64, f64)>)>,
+}
+
+impl Accuracy {
+    fn new(r: &Report) -> Self {
+        let bars = r
+            .cells
+            .iter()
+            .filter_map(|c| {
+                let t1 = c.top1?;
+                let std = |s: f64| if s.is_finite() { s } else { 0.0 };
+                Some((c.label.clone(), (t1.mean, std(t1.std)), c.top5.map(|t| (t.mean, std(t.std)))))
+            })
+            .collect();
+        Accuracy { bars }
+    }
+}
+
+impl Draw for Accuracy {
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> DrawResult {
+        let n = self.bars.len();
+        let labels: Vec<String> = self.bars.iter().map(|b| b.0.clone()).collect();
+        let mut chart = ChartBuilder::on(area)
+            .caption("Test accuracy (mean ± std over seeds)", caption_style())
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(Categories(n), 0f64..1.15)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(n)
+            .x_label_formatter(&|x| {
+                let i = x.round();
+                if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < labels.len() {
+                    labels[i as usize].clone()
+                } else {
+                    String::new()
+                }
+            })
+            .y_desc("accuracy")
+            .y_label_formatter(&|y| if *y <= 1.0 + 1e-9 { format!("{y:.1}") } else { String::new() })
+            .light_line_style(LIGHT)
+            .label_style(("sans-serif", 14))
+            .draw()
+            .map_err(err)?;
+        let series = [("top-1", color(0), -0.19), ("top-5", color(1), 0.19)];
+        for (s, (name, c, offset)) in series.iter().enumerate() {
+            let values: Vec<(f64, (f64, f64))> = self
+                .bars
+                .iter()
+                .enumerate()
+                .filter_map(|(i, b)| if s == 0 { Some((i as f64, b.1)) } else { b.2.map(|v| (i as f64, v)) })
+                .collect();
+            if values.is_empty() {
+                continue;
+            }
+            let c = *c;
+            chart
+                .draw_series(values.iter().map(|&(x, (m, _))| {
+                    Rectangle::new([(x + offset - 0.17, 0.0), (x + offset + 0.17, m)], c.filled())
+                }))
+                .map_err(err)?
+                .label(*name)
+                .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], c.filled()));
+            // Error bars: ± 1 std with caps.
+            for &(x, (m, sd)) in &values {
+                let xc = x + offset;
+                let (lo, hi) = ((m - sd).max(0.0), (m + sd).min(1.0));
+                chart
+                    .draw_series([
+                        PathElement::new(vec![(xc, lo), (xc, hi)], BLACK.stroke_width(2)),
+                        PathElement::new(vec![(xc - 0.06, lo), (xc + 0.06, lo)], BLACK.stroke_width(2)),
+                        PathElement::new(vec![(xc - 0.06, hi), (xc + 0.06, hi)], BLACK.stroke_width(2)),
+                    ])
+                    .map_err(err)?;
+                chart
+                    .draw_series([Text::new(format!("{m:.3}"), (xc - 0.12, hi + 0.035), ("sans-serif", 12).into_font())])
+                    .map_err(err)?;
+            }
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 14))
+            .draw()
+            .map_err(err)?;
+        Ok(())
+    }
+}
+
+/// Reduces a series to at most `max` points, keeping each bucket's largest value
+/// (spikes survive).
+fn downsample(points: &[(f64, f64)], max: usize) -> Vec<(f64, f64)> {
+    if points.len() <= max {
+        return points.to_vec();
+    }
+    let per = points.len().div_ceil(max);
+    points
+        .chunks(per)
+        .map(|c| *c.iter().max_by(|a, b| a.1.total_cmp(&b.1)).expect("non-empty chunk"))
+        .collect()
+}
+
+struct Series {
+    cell: usize,
+    label: String,
+    first_of_cell: bool,
+    logit: Vec<(f64, f64)>,
+    grad: Vec<(f64, f64)>,
+    /// (step, last finite logit, last finite grad) for exploded runs.
+    explosion: Option<u64>,
+}
+
+struct Stability {
+    series: Vec<Series>,
+    logit_threshold: f64,
+    grad_threshold: f64,
+}
+
+impl Stability {
+    fn new(r: &Report) -> Self {
+        let mut series = Vec::new();
+        for (ci, c) in r.cells.iter().enumerate() {
+            for (k, &i) in c.runs.iter().enumerate() {
+                let run: &RunRecord = &r.runs[i];
+                if run.steps.is_empty() {
+                    continue;
+                }
+                let pick = |f: fn(&super::StepRow) -> f64| -> Vec<(f64, f64)> {
+                    let pts: Vec<(f64, f64)> = run
+                        .steps
+                        .iter()
+                        .map(|s| (s.step as f64, f(s)))
+                        .filter(|p| p.1.is_finite() && p.1 > 0.0)
+                        .collect();
+                    downsample(&pts, 1500)
+                };
+                series.push(Series {
+                    cell: ci,
+                    label: c.label.clone(),
+                    first_of_cell: k == 0,
+                    logit: pick(|s| s.max_logit),
+                    grad: pick(|s| s.max_grad),
+                    explosion: run.results.as_ref().and_then(|x| x.explosion.as_ref()).map(|e| e.step),
+                });
+            }
+        }
+        let first = r.cells.first();
+        Stability {
+            series,
+            logit_threshold: first.map_or(0.0, |c| c.logit_threshold),
+            grad_threshold: first.map_or(0.0, |c| c.grad_threshold),
+        }
+    }
+
+    fn has_data(&self) -> bool {
+        self.series.iter().any(|s| !s.logit.is_empty() || !s.grad.is_empty())
+    }
+
+    fn panel<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+        title: &str,
+        pick: fn(&Series) -> &Vec<(f64, f64)>,
+        threshold: f64,
+        legend: bool,
+    ) -> DrawResult {
+        let all: Vec<(f64, f64)> = self.series.iter().flat_map(|s| pick(s).iter().copied()).collect();
+        let max_x = all.iter().map(|p| p.0).fold(1.0, f64::max);
+        let max_x = self.series.iter().filter_map(|s| s.explosion).map(|e| e as f64).fold(max_x, f64::max);
+        let lo = all.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+        let hi = all.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
+        let (lo, hi) = if lo.is_finite() { (lo, hi) } else { (1e-3, 1.0) };
+        let hi = if threshold > 0.0 { hi.max(threshold) } else { hi };
+        let (y0, y1) = ((lo / 2.0).max(1e-12), hi * 3.0);
+        let mut chart = ChartBuilder::on(area)
+            .caption(title, caption_style())
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0f64..max_x * 1.02, (y0..y1).log_scale())
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("step")
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .y_label_formatter(&|y| log_label(*y))
+            .light_line_style(LIGHT)
+            .label_style(("sans-serif", 14))
+            .draw()
+            .map_err(err)?;
+        for s in &self.series {
+            let c = color(s.cell);
+            let drawn = chart.draw_series(LineSeries::new(pick(s).iter().copied(), c.stroke_width(1))).map_err(err)?;
+            if legend && s.first_of_cell {
+                drawn.label(s.label.clone()).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3)));
+            }
+            if let Some(step) = s.explosion {
+                let y = pick(s).last().map_or(y1 / 3.0, |p| p.1).min(y1 / 1.5);
+                chart.draw_series([Cross::new((step as f64, y), 7, c.stroke_width(3))]).map_err(err)?;
+            }
+        }
+        if threshold > 0.0 {
+            chart
+                .draw_series(DashedLineSeries::new([(0.0, threshold), (max_x * 1.02, threshold)], 10, 6, BLACK.stroke_width(2)))
+                .map_err(err)?
+                .label(format!("explosion threshold {}", log_label(threshold)))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK.stroke_width(2)));
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 13))
+            .draw()
+            .map_err(err)?;
+        Ok(())
+    }
+}
+
+impl Draw for Stability {
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> DrawResult {
+        let panels = area.split_evenly((1, 2));
+        self.panel(&panels[0], "max logit per step", |s| &s.logit, self.logit_threshold, true)?;
+        self.panel(&panels[1], "max |gradient| per step", |s| &s.grad, self.grad_threshold, false)?;
+        Ok(())
+    }
+}
+
+struct Curves {
+    /// (cell, label, first of its cell, (epoch, val acc) points)
+    series: Vec<(usize, String, bool, Vec<(f64, f64)>)>,
+}
+
+impl Curves {
+    fn new(r: &Report) -> Self {
+        let mut series = Vec::new();
+        for (ci, c) in r.cells.iter().enumerate() {
+            let mut first = true;
+            for &i in &c.runs {
+                let pts: Vec<(f64, f64)> = r.runs[i]
+                    .epochs
+                    .iter()
+                    .filter(|e| e.val_acc.is_finite())
+                    .map(|e| (e.epoch as f64, e.val_acc))
+                    .collect();
+                if !pts.is_empty() {
+                    series.push((ci, c.label.clone(), first, pts));
+                    first = false;
+                }
+            }
+        }
+        Curves { series }
+    }
+
+    fn has_data(&self) -> bool {
+        !self.series.is_empty()
+    }
+}
+
+impl Draw for Curves {
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> DrawResult {
+        let max_epoch = self.series.iter().flat_map(|s| s.3.iter().map(|p| p.0)).fold(1.0, f64::max);
+        let mut chart = ChartBuilder::on(area)
+            .caption("Validation accuracy per epoch", caption_style())
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.5f64..max_epoch + 0.5, 0f64..1.0)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("epoch")
+            .y_desc("validation accuracy")
+            .x_label_formatter(&|x| if (x - x.round()).abs() < 1e-9 { format!("{x:.0}") } else { String::new() })
+            .light_line_style(LIGHT)
+            .label_style(("sans-serif", 14))
+            .draw()
+            .map_err(err)?;
+        for (cell, label, first, pts) in &self.series {
+            let c = color(*cell);
+            let drawn = chart.draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2))).map_err(err)?;
+            if *first {
+                drawn.label(label.clone()).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3)));
+            }
+            if pts.len() <= 30 {
+                chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled()))).map_err(err)?;
+            }
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 13))
+            .draw()
+            .map_err(err)?;
+        Ok(())
+    }
+}
