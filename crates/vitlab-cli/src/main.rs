@@ -28,6 +28,12 @@ enum Command {
     Bench(commands::bench::Args),
     /// Datasets: `info` (what a path holds), `download`, `bench` (loader speed).
     Data(commands::data::Args),
+    /// Run every grid cell x seed as its own run directory (restartable).
+    Sweep(commands::sweep::Args),
+    /// Tables (mean ± std over seeds, t-tests, stability) and figures over runs.
+    Report(commands::report::Args),
+    /// The training-stability study: block variants x stabilisers x seeds, then its report.
+    Stability(commands::stability::Args),
 }
 
 fn main() -> ExitCode {
@@ -39,6 +45,9 @@ fn main() -> ExitCode {
         Command::Predict(args) => commands::predict::run(args),
         Command::Bench(args) => commands::bench::run(args),
         Command::Data(args) => commands::data::run(args),
+        Command::Sweep(args) => commands::sweep::run(args),
+        Command::Report(args) => commands::report::run(args),
+        Command::Stability(args) => commands::stability::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -5,6 +5,9 @@ pub mod data;
 pub mod eval;
 pub mod models;
 pub mod predict;
+pub mod report;
+pub mod stability;
+pub mod sweep;
 pub mod train;
 
 use std::str::FromStr;

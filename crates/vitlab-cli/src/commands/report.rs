@@ -1,0 +1,49 @@
+//! `vitlab report`: tables and figures over runs and sweeps.
+
+use std::path::PathBuf;
+
+use vitlab::report::{self, Report};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Folders to read: sweeps, run directories, or folders holding them.
+    #[arg(required = true)]
+    dirs: Vec<PathBuf>,
+    /// Report folder (report.md, report.html, report.json, figures/).
+    #[arg(long, short)]
+    out: PathBuf,
+    /// The cell the p-values compare against, `KEY=VALUE[,KEY=VALUE]`; each
+    /// cell is compared with the cell that has these values and its other
+    /// values (default: `model.block=vit` when the block varies).
+    #[arg(long)]
+    baseline: Option<String>,
+    /// Report title.
+    #[arg(long, default_value = "vitlab report")]
+    title: String,
+}
+
+/// The command line as typed, for "regenerate with".
+pub fn command_line() -> String {
+    std::env::args()
+        .map(|a| if a.contains([' ', '\'', '"', '*', '$']) { format!("'{}'", a.replace('\'', "'\\''")) } else { a })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+pub fn run(args: Args) -> vitlab::Result<()> {
+    let runs = report::load_runs(&args.dirs)?;
+    if runs.is_empty() {
+        return Err(vitlab::Error::config(
+            "DIRS",
+            "no run directories found (a run directory holds config.toml and results.json, error.txt or a checkpoint)",
+        ));
+    }
+    let baseline = args.baseline.as_deref().map(report::parse_baseline).transpose()?;
+    let mut r = Report::build(&args.title, runs, baseline);
+    r.notes.push(format!("Regenerate with `{}`.", command_line()));
+    let written = r.write(&args.out)?;
+    for p in written {
+        println!("{}", p.display());
+    }
+    Ok(())
+}
