@@ -108,8 +108,7 @@ fn random_batch(c: &ModelConfig, batch: usize, device: &Device) -> (Tensor<4>, T
 /// Times `steps` training steps (cross-entropy, AdamW lr 1e-3) after `warmup` untimed ones.
 pub fn time_training(c: &ModelConfig, device: &Device, batch: usize, warmup: usize, steps: usize) -> Result<Vec<f64>> {
     let ad = device.clone().autodiff();
-    ad.seed(0);
-    let mut model = Vit::new(c, &ad)?;
+    let mut model = Vit::seeded(c, &ad, 0)?;
     let mut optim = Optimizer::new(OptimSection::default());
     let (x, target) = random_batch(c, batch, &ad);
     let mut times = Vec::with_capacity(steps);
@@ -130,8 +129,7 @@ pub fn time_training(c: &ModelConfig, device: &Device, batch: usize, warmup: usi
 
 /// Times `steps` inference batches (no autodiff) after `warmup` untimed ones.
 pub fn time_inference(c: &ModelConfig, device: &Device, batch: usize, warmup: usize, steps: usize) -> Result<Vec<f64>> {
-    device.seed(0);
-    let model = Vit::new(c, device)?;
+    let model = Vit::seeded(c, device, 0)?;
     let (x, _) = random_batch(c, batch, device);
     let mut times = Vec::with_capacity(steps);
     for i in 0..warmup + steps {

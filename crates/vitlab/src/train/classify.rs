@@ -173,8 +173,7 @@ impl Classifier {
             ));
         }
         let ad = device.clone().autodiff();
-        ad.seed(config.seed);
-        let model = Vit::new(&model_config, &ad)?;
+        let model = Vit::seeded(&model_config, &ad, config.seed)?;
         let loader = Loader::new(
             splits.train.clone(),
             splits.train_indices.clone(),
