@@ -159,3 +159,50 @@ fn config_errors_name_the_key() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("/nonexistent.toml"), "{err}");
 }
+
+/// SIGKILL a training run at several moments (it writes a checkpoint every
+/// step, so kills land during writes too): every time, `latest` loads and
+/// `--resume` finishes the run.
+#[test]
+fn a_run_killed_at_any_moment_leaves_a_loadable_checkpoint_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("killed");
+    let run_s = run.to_str().unwrap();
+    let sets = [
+        "data.path=synthetic", "data.synthetic_train=640", "data.synthetic_test=32", "data.synthetic_size=16",
+        "data.val_size=0", "model.image_size=16", "model.patch_size=4", "model.depth=2", "model.dim=64",
+        "model.mlp_dim=128", "model.heads=4", "epochs=2", "batch_size=16", "checkpoint.every_steps=1",
+        "monitor.block_every=0",
+    ];
+    let mut args: Vec<String> = vec!["train".into(), "--out".into(), run_s.into(), "--quiet".into()];
+    for s in sets {
+        args.push("--set".into());
+        args.push(s.into());
+    }
+    let latest = run.join("checkpoints/latest.safetensors");
+    let mut kills = 0;
+    for delay_ms in [700u64, 900, 1100, 1300] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_vitlab"))
+            .args(if latest.exists() { vec!["train".to_string(), "--resume".into(), run_s.into(), "--quiet".into()] } else { args.clone() })
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        if child.try_wait().unwrap().is_none() {
+            child.kill().unwrap();
+            kills += 1;
+        }
+        child.wait().unwrap();
+        if latest.exists() {
+            let ck = vitlab::train::Checkpoint::load(&latest).expect("latest loads after a kill");
+            assert!(ck.tensors.values().all(|t| t.data.iter().all(|v| v.is_finite())));
+        }
+    }
+    assert!(kills > 0, "the run finished before any kill; make it longer");
+    let out = vitlab(&["train", "--resume", run_s, "--quiet"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(summary["exit_cause"], "completed");
+    assert_eq!(summary["steps"], 80);
+}
