@@ -20,13 +20,8 @@ import os
 import sys
 import time
 
-SIZES = {
-    "tiny": (12, 192, 768, 3),
-    "small": (12, 384, 1536, 6),
-    "base": (12, 768, 3072, 12),
-    "large": (24, 1024, 4096, 16),
-    "huge": (32, 1280, 5120, 16),
-}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_fixtures import SIZES, ViT  # noqa: E402  (the reference implementation of docs/MODELS.md)
 
 
 def peak_rss_kib() -> int:
@@ -44,9 +39,6 @@ def build(block: str, size: str, image_size: int, patch_size: int, num_classes: 
 
         return VisionTransformer(img_size=image_size, patch_size=patch_size, embed_dim=dim, depth=depth,
                                  num_heads=heads, mlp_ratio=mlp / dim, num_classes=num_classes)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from make_fixtures import ViT  # the reference implementation of docs/MODELS.md
-
     return ViT(block, image_size, patch_size, 3, num_classes, depth, dim, mlp, heads)
 
 
