@@ -4,7 +4,7 @@
 use burn::module::{Module, Param};
 use burn::nn::{Initializer, Linear, LinearConfig};
 use burn::tensor::activation::{gelu, softmax};
-use burn::tensor::module::layer_norm;
+use super::fused;
 use burn::tensor::{Device, Tensor};
 
 use super::config::Init;
@@ -75,7 +75,8 @@ impl Norm {
         let weight = self.weight.as_ref().map(|w| w.val());
         if self.center {
             let gamma = weight.unwrap_or_else(|| Tensor::ones([self.dim], &x.device()));
-            layer_norm(x, gamma, self.bias.as_ref().map(|b| b.val()), self.eps)
+            let beta = self.bias.as_ref().map(|b| b.val()).unwrap_or_else(|| Tensor::zeros([self.dim], &x.device()));
+            fused::layer_norm(x, gamma, beta, self.eps)
         } else {
             let rms = x.clone().powi_scalar(2).mean_dim(D - 1).add_scalar(self.eps).sqrt();
             let y = x / rms;
@@ -115,6 +116,10 @@ impl Mlp {
 /// and, when `probe` is set, the largest attention logit (detached).
 fn attend(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, scale: f64, probe: bool) -> (Tensor<3>, Option<Tensor<1>>) {
     let [b, h, t, hd] = q.dims();
+    if !probe {
+        // One node with a hand-written backward (models/fused.rs).
+        return (fused::attention(q, k, v, scale).swap_dims(1, 2).reshape([b, t, h * hd]), None);
+    }
     let logits = q.matmul(k.swap_dims(2, 3)).mul_scalar(scale);
     let max_logit = probe.then(|| logits.clone().detach().max());
     let weights = softmax(logits, 3);

@@ -4,6 +4,7 @@
 //! code's layouts.
 
 pub mod config;
+pub mod fused;
 pub mod layers;
 pub mod vit;
 pub mod weights;

@@ -1,0 +1,356 @@
+//! Layer norm and attention as single operations with hand-written backward
+//! passes, through burn's backend-extension mechanism.
+//!
+//! Under autodiff, burn differentiates `layer_norm` and `attention` through
+//! their decompositions: some twenty element-wise kernels per layer norm and a
+//! materialised softmax graph per attention, each recorded and replayed. Here
+//! each is one graph node whose backward is the closed form:
+//!
+//! - layer norm, `y = x̂·γ + β` with `x̂ = (x − μ)·r`, `r = 1/√(σ² + ε)`:
+//!   `dx = r·(g − mean(g) − x̂·mean(g·x̂))` with `g = dy·γ`,
+//!   `dγ = Σ dy·x̂`, `dβ = Σ dy` (sums over every row);
+//! - attention, `O = softmax(s·QKᵀ)·V`: `dV = Pᵀ·dO`, `dP = dO·Vᵀ`,
+//!   `dS = P ⊙ (dP − rowsum(dO ⊙ O))`, `dQ = s·dS·K`, `dK = s·dSᵀ·Q`.
+//!
+//! [`FusedKernels`] holds the forward (which also returns what the backward
+//! needs) and the backward per execution backend: the defaults are written
+//! with burn's backend primitives and serve every backend; LibTorch overrides
+//! them with the kernels PyTorch itself runs (`native_layer_norm`, and CPU
+//! flash attention forward and backward), so a vitlab training step executes
+//! the same kernels as PyTorch eager. [`VitOps`] is the extension routed
+//! through burn's `Dispatch`: without autodiff it calls the backend's own
+//! fused forward (`layer_norm`, `attention`); with autodiff it records one
+//! node per call. The parity tests (tests/parity.rs) check both against
+//! PyTorch's outputs and gradients.
+
+#![allow(deprecated)] // burn marks its LibTorch backend deprecated; vitlab keeps it behind the `tch` feature.
+
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::ops::{AttentionModuleOptions, ModuleOps};
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{backend_extension, Autodiff, AutodiffBackend, Backend, Dispatch, TensorMetadata};
+use burn::tensor::{Shape, Tensor};
+
+/// Forward-with-saved-state and backward kernels for the fused operations.
+/// The defaults are burn backend primitives; a backend overrides what it has
+/// a faster kernel for.
+pub trait FusedKernels: Backend {
+    /// Layer norm over the last dimension: `(y, mean, rstd)`, the statistics
+    /// with the last dimension kept (size 1).
+    fn ln_forward(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        eps: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        ln_forward::<Self>(x, gamma, beta, eps)
+    }
+
+    /// Gradients of [`FusedKernels::ln_forward`]: `(dx, dγ, dβ)`, `dγ` and
+    /// `dβ` only when asked for.
+    fn ln_backward(
+        dy: FloatTensor<Self>,
+        x: FloatTensor<Self>,
+        mean: FloatTensor<Self>,
+        rstd: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        want_param_grads: bool,
+    ) -> LnGrads<Self> {
+        ln_backward::<Self>(dy, x, mean, rstd, gamma, want_param_grads)
+    }
+
+    /// Attention over `[B, H, T, hd]`: `(O, saved)`; what is saved is the
+    /// backend's business (the softmax here, the log-sum-exp for LibTorch).
+    fn attn_forward(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        scale: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        attn_forward::<Self>(q, k, v, scale)
+    }
+
+    /// Gradients of [`FusedKernels::attn_forward`]: `(dQ, dK, dV)`.
+    fn attn_backward(
+        d_out: FloatTensor<Self>,
+        qkv: [FloatTensor<Self>; 3],
+        out: FloatTensor<Self>,
+        saved: FloatTensor<Self>,
+        scale: f64,
+    ) -> [FloatTensor<Self>; 3] {
+        attn_backward::<Self>(d_out, qkv, out, saved, scale)
+    }
+}
+
+/// `(dx, dγ, dβ)` of a layer norm.
+pub type LnGrads<B> = (FloatTensor<B>, Option<FloatTensor<B>>, Option<FloatTensor<B>>);
+
+/// `[D]` -> `[1, .., 1, D]` of the given rank, for broadcasting.
+fn row<B: Backend>(t: FloatTensor<B>, rank: usize) -> FloatTensor<B> {
+    let d = t.shape().num_elements();
+    let mut dims = vec![1; rank];
+    dims[rank - 1] = d;
+    B::float_reshape(t, Shape::from(dims))
+}
+
+fn ln_forward<B: Backend>(
+    x: FloatTensor<B>,
+    gamma: FloatTensor<B>,
+    beta: FloatTensor<B>,
+    eps: f64,
+) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
+    let rank = x.shape().num_dims();
+    let last = rank - 1;
+    let mean = B::float_mean_dim(x.clone(), last);
+    let xc = B::float_sub(x, mean.clone());
+    let var = B::float_mean_dim(B::float_mul(xc.clone(), xc.clone()), last);
+    let rstd = B::float_recip(B::float_sqrt(B::float_add_scalar(var, eps.into())));
+    let y = B::float_mul(B::float_mul(xc, rstd.clone()), row::<B>(gamma, rank));
+    (B::float_add(y, row::<B>(beta, rank)), mean, rstd)
+}
+
+fn ln_backward<B: Backend>(
+    dy: FloatTensor<B>,
+    x: FloatTensor<B>,
+    mean: FloatTensor<B>,
+    rstd: FloatTensor<B>,
+    gamma: FloatTensor<B>,
+    want_param_grads: bool,
+) -> LnGrads<B> {
+    let shape = x.shape();
+    let rank = shape.num_dims();
+    let last = rank - 1;
+    let d = shape[last];
+    let rows = shape.num_elements() / d;
+    let xhat = B::float_mul(B::float_sub(x, mean), rstd.clone());
+    let sum_rows = |t: FloatTensor<B>| {
+        let t = B::float_reshape(t, Shape::new([rows, d]));
+        B::float_reshape(B::float_sum_dim(t, 0), Shape::new([d]))
+    };
+    let (dgamma, dbeta) = if want_param_grads {
+        (Some(sum_rows(B::float_mul(dy.clone(), xhat.clone()))), Some(sum_rows(dy.clone())))
+    } else {
+        (None, None)
+    };
+    let g = B::float_mul(dy, row::<B>(gamma, rank));
+    let c1 = B::float_mean_dim(B::float_mul(g.clone(), xhat.clone()), last);
+    let c2 = B::float_mean_dim(g.clone(), last);
+    let inner = B::float_sub(B::float_sub(g, c2), B::float_mul(xhat, c1));
+    (B::float_mul(inner, rstd), dgamma, dbeta)
+}
+
+fn attn_forward<B: Backend>(
+    q: FloatTensor<B>,
+    k: FloatTensor<B>,
+    v: FloatTensor<B>,
+    scale: f64,
+) -> (FloatTensor<B>, FloatTensor<B>) {
+    let logits = B::float_mul_scalar(B::float_matmul(q, B::float_swap_dims(k, 2, 3)), scale.into());
+    let max = B::float_max_dim(logits.clone(), 3);
+    let e = B::float_exp(B::float_sub(logits, max));
+    let p = B::float_div(e.clone(), B::float_sum_dim(e, 3));
+    (B::float_matmul(p.clone(), v), p)
+}
+
+fn attn_backward<B: Backend>(
+    d_out: FloatTensor<B>,
+    [q, k, v]: [FloatTensor<B>; 3],
+    out: FloatTensor<B>,
+    p: FloatTensor<B>,
+    scale: f64,
+) -> [FloatTensor<B>; 3] {
+    let dv = B::float_matmul(B::float_swap_dims(p.clone(), 2, 3), d_out.clone());
+    let dp = B::float_matmul(d_out.clone(), B::float_swap_dims(v, 2, 3));
+    // rowsum(dP ⊙ P) = rowsum(dO ⊙ O): the cheaper [T, hd] form.
+    let rowsum = B::float_sum_dim(B::float_mul(d_out, out), 3);
+    let ds = B::float_mul_scalar(B::float_mul(p, B::float_sub(dp, rowsum)), scale.into());
+    let dq = B::float_matmul(ds.clone(), k);
+    let dk = B::float_matmul(B::float_swap_dims(ds, 2, 3), q);
+    [dq, dk, dv]
+}
+
+impl FusedKernels for burn::backend::Flex {}
+
+#[cfg(feature = "cuda")]
+impl FusedKernels for burn::backend::Cube {}
+
+/// LibTorch: the kernels PyTorch eager runs for `nn.LayerNorm` and, on CPU,
+/// `scaled_dot_product_attention` (flash attention forward and backward).
+#[cfg(feature = "tch")]
+impl FusedKernels for burn::backend::LibTorch {
+    fn ln_forward(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        eps: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        use burn::backend::libtorch::TchTensor;
+        let d = *x.tensor.size().last().expect("layer norm of a scalar");
+        let (y, mean, rstd) = x.tensor.native_layer_norm([d].as_slice(), Some(&gamma.tensor), Some(&beta.tensor), eps);
+        (TchTensor::new(y), TchTensor::new(mean), TchTensor::new(rstd))
+    }
+
+    fn attn_forward(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        scale: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        use burn::backend::libtorch::TchTensor;
+        if q.tensor.device().is_cuda() {
+            return attn_forward::<Self>(q, k, v, scale);
+        }
+        let (out, lse) = tch::Tensor::internal_scaled_dot_product_flash_attention_for_cpu(
+            &q.tensor,
+            &k.tensor,
+            &v.tensor,
+            0.0,
+            false,
+            None::<tch::Tensor>,
+            scale,
+        );
+        (TchTensor::new(out), TchTensor::new(lse))
+    }
+
+    fn attn_backward(
+        d_out: FloatTensor<Self>,
+        [q, k, v]: [FloatTensor<Self>; 3],
+        out: FloatTensor<Self>,
+        saved: FloatTensor<Self>,
+        scale: f64,
+    ) -> [FloatTensor<Self>; 3] {
+        use burn::backend::libtorch::TchTensor;
+        if q.tensor.device().is_cuda() {
+            return attn_backward::<Self>(d_out, [q, k, v], out, saved, scale);
+        }
+        let (dq, dk, dv) = tch::Tensor::internal_scaled_dot_product_flash_attention_for_cpu_backward(
+            &d_out.tensor,
+            &q.tensor,
+            &k.tensor,
+            &v.tensor,
+            &out.tensor,
+            &saved.tensor,
+            0.0,
+            false,
+            None::<tch::Tensor>,
+            scale,
+        );
+        [TchTensor::new(dq), TchTensor::new(dk), TchTensor::new(dv)]
+    }
+}
+
+/// The fused operations, routed by burn's `Dispatch` to the tensor's backend.
+#[backend_extension(Flex, LibTorch: cfg(feature = "tch"), Cube: cfg(feature = "cuda"), Autodiff)]
+pub trait VitOps: Backend {
+    /// Layer norm over the last dimension with scale `gamma` and shift `beta` (`[D]`).
+    fn vit_layer_norm(x: FloatTensor<Self>, gamma: FloatTensor<Self>, beta: FloatTensor<Self>, eps: f64) -> FloatTensor<Self>;
+
+    /// `softmax(scale·QKᵀ)·V` over `[B, H, T, hd]`.
+    fn vit_attention(q: FloatTensor<Self>, k: FloatTensor<Self>, v: FloatTensor<Self>, scale: f64) -> FloatTensor<Self>;
+}
+
+/// Inference (no autodiff): the backend's own fused forward.
+macro_rules! plain_vit_ops {
+    ($backend:ty) => {
+        impl VitOps for $backend {
+            fn vit_layer_norm(x: FloatTensor<Self>, gamma: FloatTensor<Self>, beta: FloatTensor<Self>, eps: f64) -> FloatTensor<Self> {
+                Self::layer_norm(x, gamma, Some(beta), eps)
+            }
+
+            fn vit_attention(q: FloatTensor<Self>, k: FloatTensor<Self>, v: FloatTensor<Self>, scale: f64) -> FloatTensor<Self> {
+                let options = AttentionModuleOptions { scale: Some(scale), ..Default::default() };
+                Self::attention(q, k, v, None, None, options)
+            }
+        }
+    };
+}
+
+plain_vit_ops!(burn::backend::Flex);
+#[cfg(feature = "tch")]
+plain_vit_ops!(burn::backend::LibTorch);
+#[cfg(feature = "cuda")]
+plain_vit_ops!(burn::backend::Cube);
+
+#[derive(Debug)]
+struct LayerNormOp;
+
+impl<B: FusedKernels> Backward<B, 3> for LayerNormOp {
+    /// x, mean, rstd, gamma.
+    type State = (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>, FloatTensor<B>);
+
+    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+        let [node_x, node_gamma, node_beta] = ops.parents;
+        let dy = grads.consume::<B>(&ops.node);
+        let (x, mean, rstd, gamma) = ops.state;
+        let want = node_gamma.is_some() || node_beta.is_some();
+        let (dx, dgamma, dbeta) = B::ln_backward(dy, x, mean, rstd, gamma, want);
+        if let Some(node) = node_x {
+            grads.register::<B>(node.id, dx);
+        }
+        if let (Some(node), Some(g)) = (node_gamma, dgamma) {
+            grads.register::<B>(node.id, g);
+        }
+        if let (Some(node), Some(g)) = (node_beta, dbeta) {
+            grads.register::<B>(node.id, g);
+        }
+    }
+}
+
+#[derive(Debug)]
+struct AttentionOp;
+
+impl<B: FusedKernels> Backward<B, 3> for AttentionOp {
+    /// q, k, v, out, saved, scale.
+    type State = (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>, FloatTensor<B>, FloatTensor<B>, f64);
+
+    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+        let [node_q, node_k, node_v] = ops.parents;
+        let d_out = grads.consume::<B>(&ops.node);
+        let (q, k, v, out, saved, scale) = ops.state;
+        let [dq, dk, dv] = B::attn_backward(d_out, [q, k, v], out, saved, scale);
+        for (node, g) in [(node_q, dq), (node_k, dk), (node_v, dv)] {
+            if let Some(node) = node {
+                grads.register::<B>(node.id, g);
+            }
+        }
+    }
+}
+
+impl<B: FusedKernels + VitOps, C: CheckpointStrategy> VitOps for Autodiff<B, C> {
+    fn vit_layer_norm(x: FloatTensor<Self>, gamma: FloatTensor<Self>, beta: FloatTensor<Self>, eps: f64) -> FloatTensor<Self> {
+        let prep = LayerNormOp.prepare::<C>([x.node(), gamma.node(), beta.node()]).compute_bound().stateful();
+        let (x, gamma, beta) = (Self::inner(x), Self::inner(gamma), Self::inner(beta));
+        match prep {
+            OpsKind::Tracked(prep) => {
+                let (y, mean, rstd) = B::ln_forward(x.clone(), gamma.clone(), beta, eps);
+                prep.finish((x, mean, rstd, gamma), y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::vit_layer_norm(x, gamma, beta, eps)),
+        }
+    }
+
+    fn vit_attention(q: FloatTensor<Self>, k: FloatTensor<Self>, v: FloatTensor<Self>, scale: f64) -> FloatTensor<Self> {
+        let prep = AttentionOp.prepare::<C>([q.node(), k.node(), v.node()]).compute_bound().stateful();
+        let (q, k, v) = (Self::inner(q), Self::inner(k), Self::inner(v));
+        match prep {
+            OpsKind::Tracked(prep) => {
+                let (out, saved) = B::attn_forward(q.clone(), k.clone(), v.clone(), scale);
+                prep.finish((q, k, v, out.clone(), saved, scale), out)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::vit_attention(q, k, v, scale)),
+        }
+    }
+}
+
+/// Layer norm of `x` over its last dimension (`gamma`, `beta`: `[D]`).
+pub fn layer_norm<const D: usize>(x: Tensor<D>, gamma: Tensor<1>, beta: Tensor<1>, eps: f64) -> Tensor<D> {
+    Tensor::from_dispatch(<Dispatch as VitOps>::vit_layer_norm(x.into_dispatch(), gamma.into_dispatch(), beta.into_dispatch(), eps))
+}
+
+/// `softmax(scale·QKᵀ)·V` over `[B, H, T, hd]` tensors.
+pub fn attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, scale: f64) -> Tensor<4> {
+    Tensor::from_dispatch(<Dispatch as VitOps>::vit_attention(q.into_dispatch(), k.into_dispatch(), v.into_dispatch(), scale))
+}
