@@ -142,14 +142,29 @@ pub fn time_inference(c: &ModelConfig, device: &Device, batch: usize, warmup: us
     Ok(times)
 }
 
-/// Images per second the loader delivers over about `seconds` (whole epochs repeated).
-pub fn loader_throughput(loader: &crate::data::loader::Loader, seconds: f64) -> (usize, f64) {
+/// What [`loader_throughput`] measured.
+#[derive(Clone, Copy, Debug)]
+pub struct LoaderThroughput {
+    pub images: usize,
+    pub batches: usize,
+    pub seconds: f64,
+}
+
+impl LoaderThroughput {
+    pub fn images_per_second(&self) -> f64 {
+        self.images as f64 / self.seconds
+    }
+}
+
+/// Pull batches from `loader` (epoch after epoch) for about `seconds`.
+pub fn loader_throughput(loader: &crate::data::loader::Loader, seconds: f64) -> LoaderThroughput {
     let start = Instant::now();
-    let (mut images, mut epoch) = (0usize, 0u64);
+    let (mut images, mut batches, mut epoch) = (0usize, 0usize, 0u64);
     let mut checksum = 0f64;
     'outer: loop {
         for b in loader.epoch(epoch, 0) {
             images += b.labels.len();
+            batches += 1;
             checksum += b.images[0] as f64;
             if start.elapsed().as_secs_f64() >= seconds {
                 break 'outer;
@@ -158,5 +173,5 @@ pub fn loader_throughput(loader: &crate::data::loader::Loader, seconds: f64) -> 
         epoch += 1;
     }
     std::hint::black_box(checksum);
-    (images, start.elapsed().as_secs_f64())
+    LoaderThroughput { images, batches, seconds: start.elapsed().as_secs_f64() }
 }

@@ -132,12 +132,14 @@ fn data_bench(args: &Args, path: &PathBuf) -> vitlab::Result<()> {
             seed: 0,
         },
     );
-    let (images, secs) = bench::loader_throughput(&loader, 5.0);
+    let m = bench::loader_throughput(&loader, 5.0);
     println!(
-        "loader: {:.0} images/s ({images} augmented {size}x{size} images, batch {}, {} workers, {secs:.2} s)",
-        images as f64 / secs,
+        "loader: {:.0} images/s ({} augmented {size}x{size} images, batch {}, {} workers, {:.2} s)",
+        m.images_per_second(),
+        m.images,
         args.batch,
-        args.workers
+        args.workers,
+        m.seconds
     );
     Ok(())
 }

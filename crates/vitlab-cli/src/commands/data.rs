@@ -251,25 +251,13 @@ fn bench(
         seed: 0,
     };
     let loader = Loader::new(Arc::new(ds.train), (0..n).collect(), config);
-    let start = Instant::now();
-    let (mut images, mut batches, mut epoch) = (0usize, 0usize, 0u64);
-    let mut checksum = 0f64;
-    'outer: loop {
-        for b in loader.epoch(epoch, 0) {
-            images += b.labels.len();
-            batches += 1;
-            checksum += b.images[0] as f64;
-            if start.elapsed().as_secs_f64() >= seconds {
-                break 'outer;
-            }
-        }
-        epoch += 1;
-    }
-    let secs = start.elapsed().as_secs_f64();
+    let m = vitlab::bench::loader_throughput(&loader, seconds);
     println!(
-        "{:.0} images/s ({images} images in {batches} batches of {batch}, {size}x{size}, {workers} workers, {secs:.2} s)",
-        images as f64 / secs
+        "{:.0} images/s ({} images in {} batches of {batch}, {size}x{size}, {workers} workers, {:.2} s)",
+        m.images_per_second(),
+        m.images,
+        m.batches,
+        m.seconds
     );
-    std::hint::black_box(checksum);
     Ok(())
 }
