@@ -37,6 +37,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    vitlab::backend::tune_allocator();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Models(args) => commands::models::run(args),
