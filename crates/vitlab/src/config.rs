@@ -97,7 +97,7 @@ pub struct DataSection {
     /// A dataset path (any format `vitlab data info` recognises), or
     /// `synthetic` for a generated dataset (see `synthetic_*`).
     pub path: String,
-    /// Train on the first N training images (0: all).
+    /// Train on N training images, a seeded class-stratified subset (0: all).
     pub limit: usize,
     /// Images held out from train for validation (stratified, seeded).
     pub val_size: usize,

@@ -86,7 +86,7 @@ pub fn load_splits(config: &ExperimentConfig) -> Result<Splits> {
         (all, None)
     };
     if d.limit > 0 {
-        train_indices.truncate(d.limit);
+        train_indices = limit_stratified(&train_indices, &train.labels, d.limit, config.seed);
     }
     Ok(Splits {
         train,
@@ -97,6 +97,20 @@ pub fn load_splits(config: &ExperimentConfig) -> Result<Splits> {
         description,
         warnings,
     })
+}
+
+/// A seeded subset of `limit` training images with every class in proportion
+/// (image folders list files class by class, so the first `limit` would be a
+/// few classes only). Returned in ascending order.
+fn limit_stratified(indices: &[usize], labels: &[u32], limit: usize, seed: u64) -> Vec<usize> {
+    if limit >= indices.len() {
+        return indices.to_vec();
+    }
+    let sub: Vec<u32> = indices.iter().map(|&i| labels[i]).collect();
+    let (_, keep) = stratified_split(&sub, limit, seed ^ 0x4C49_4D49_54);
+    let mut kept: Vec<usize> = keep.into_iter().map(|j| indices[j]).collect();
+    kept.sort_unstable();
+    kept
 }
 
 /// Logits of `model` on images `indices` of `set` (inference, no autodiff), row-major.
@@ -504,4 +518,25 @@ pub fn predict_files(
             }
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::limit_stratified;
+
+    #[test]
+    fn limit_keeps_every_class_in_proportion() {
+        // 10 classes x 100 images, listed class by class as an image folder is.
+        let labels: Vec<u32> = (0..1000).map(|i| (i / 100) as u32).collect();
+        let indices: Vec<usize> = (0..1000).collect();
+        let kept = limit_stratified(&indices, &labels, 300, 7);
+        assert_eq!(kept.len(), 300);
+        for c in 0..10u32 {
+            let n = kept.iter().filter(|&&i| labels[i] == c).count();
+            assert_eq!(n, 30, "class {c}");
+        }
+        assert!(kept.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(kept, limit_stratified(&indices, &labels, 300, 7), "seeded");
+        assert_eq!(limit_stratified(&indices, &labels, 5000, 7), indices);
+    }
 }
