@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The two studies of issue 5 (docs/SWEEPS.md) on the CIFAR-10 copy, ViT-Tiny, 32 px, patch 4,
+# on the LibTorch backend. Restartable: run the same command again to continue after a kill;
+# finished runs are skipped, checkpointed ones resume.
+#
+#   tools/studies.sh stability   # 5 block variants, no stabiliser, seed 0, 1,600 steps each
+#                                # (paper recipe: AdamW 1e-3, wd 1e-4, batch 32, constant LR)
+#   tools/studies.sh ablation    # vit, vit22b, vit22b-ln, vit22b-code x 3 seeds, modern recipe,
+#                                # budget: 4 epochs over a 15,000-image class-stratified subset
+#   tools/studies.sh reports     # both reports into docs/results/
+#
+# Budgets are what this 2-core machine affords (~69 img/s for ViT-Tiny/4 on tch): a stability run
+# is ~13 min, an ablation run ~16 min. VITLAB: the binary (default: a copy of
+# target-tch/debug/vitlab in runs/bin, so rebuilding does not change a running study).
+# Needs the tch build and torch's lib folder (README, "LibTorch backend").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-$PWD/.venv/lib/python3.11/site-packages/torch/lib}"
+if [ -z "${VITLAB:-}" ]; then
+    mkdir -p runs/bin
+    if [ target-tch/debug/vitlab -nt runs/bin/vitlab-tch ]; then
+        # copy + rename: a study still running keeps its own (unlinked) binary
+        cp target-tch/debug/vitlab runs/bin/.vitlab-tch.tmp && mv -f runs/bin/.vitlab-tch.tmp runs/bin/vitlab-tch
+    fi
+    VITLAB=runs/bin/vitlab-tch
+fi
+
+case "${1:-}" in
+stability)
+    shift
+    exec nice -n 10 "$VITLAB" stability --config configs/paper-cifar10.toml \
+        --set model.image_size=32 --set model.patch_size=4 --set backend=tch --set data.val_size=1000 \
+        --blocks vit22b-nonorm,vit22b,vit,vit22b-ln,vit22b-code --stabilizers none \
+        --steps 1600 --seeds 1 --lr 1e-3 --out runs/stability --quiet "$@"
+    ;;
+ablation)
+    shift
+    exec nice -n 10 "$VITLAB" sweep --config configs/modern-cifar10.toml \
+        --grid 'model.block=vit,vit22b,vit22b-ln,vit22b-code' --seeds 3 \
+        --set backend=tch --set epochs=4 --set data.limit=15000 --set data.val_size=2000 \
+        --set schedule.warmup_epochs=0.4 --set checkpoint.every_steps=100 \
+        --out runs/ablation --report --quiet "$@"
+    ;;
+reports)
+    "$VITLAB" report runs/ablation --out docs/results/ablation-tiny4-cifar10 --baseline 'model.block=vit' \
+        --title 'ViT-Tiny/4 on CIFAR-10: vit vs vit22b vs vit22b-ln vs vit22b-code, 3 seeds'
+    "$VITLAB" report runs/stability --out docs/results/stability-tiny4-cifar10 --baseline 'model.block=vit' \
+        --title 'Training stability, ViT-Tiny/4 on CIFAR-10, paper recipe (AdamW 1e-3, batch 32)'
+    ;;
+*)
+    sed -n 2,17p "$0"
+    exit 2
+    ;;
+esac
