@@ -3,10 +3,11 @@
 # on the LibTorch backend. Restartable: run the same command again to continue after a kill;
 # finished runs are skipped, checkpointed ones resume.
 #
-#   tools/studies.sh stability   # 5 block variants, no stabiliser, seed 0, then seeds 1-2 and the
-#                                # stabilisers (clip, z-loss) on vit22b-nonorm, seeds 1-2 on vit22b;
-#                                # 1,600 steps each (paper recipe: AdamW 1e-3, wd 1e-4, batch 32,
-#                                # constant LR)
+#   tools/studies.sh stability   # 5 block variants, no stabiliser, seed 0, then seeds 1-2 of
+#                                # vit22b-nonorm, the stabilisers (clip, z-loss) on it (seed 0) and
+#                                # seeds 1-2 of vit22b; 1,600 steps each (paper recipe: AdamW 1e-3,
+#                                # wd 1e-4, batch 32, constant LR)
+#   tools/studies.sh stabilizers # the same, then the stabilisers on seeds 1-2 as well
 #   tools/studies.sh ablation    # vit, vit22b, vit22b-ln, vit22b-code x 3 seeds, modern recipe,
 #                                # budget: 4 epochs over a 15,000-image class-stratified subset
 #   tools/studies.sh reports     # both reports into docs/results/
@@ -28,7 +29,8 @@ if [ -z "${VITLAB:-}" ]; then
 fi
 
 case "${1:-}" in
-stability)
+stability|stabilizers)
+    phase=$1
     shift
     # In order of what each answers; all write into runs/stability (one sweep, merged plans).
     stab() {
@@ -40,11 +42,13 @@ stability)
     stab --blocks vit22b-nonorm,vit22b,vit,vit22b-ln,vit22b-code --stabilizers none --seeds 1 "$@" || echo "studies.sh: a stability step failed; continuing" >&2
     # 2. does the first released block explode on every seed?
     stab --blocks vit22b-nonorm --stabilizers none --seeds 3 "$@" || echo "studies.sh: a stability step failed; continuing" >&2
-    # 3. which stabiliser prevents it (seed 0), 4. is the published block stable on every seed,
-    # 5. the stabilisers on every seed
+    # 3. which stabiliser prevents it (seed 0), 4. is the published block stable on every seed
     stab --blocks vit22b-nonorm --stabilizers none,clip,z-loss --seeds 1 "$@" || echo "studies.sh: a stability step failed; continuing" >&2
     stab --blocks vit22b --stabilizers none --seeds 3 "$@" || echo "studies.sh: a stability step failed; continuing" >&2
-    stab --blocks vit22b-nonorm --stabilizers none,clip,z-loss --seeds 3 "$@" || echo "studies.sh: a stability step failed; continuing" >&2
+    if [ "$phase" = stabilizers ]; then
+        # 5. the stabilisers on every seed
+        stab --blocks vit22b-nonorm --stabilizers none,clip,z-loss --seeds 3 "$@" || echo "studies.sh: a stability step failed; continuing" >&2
+    fi
     ;;
 ablation)
     shift
