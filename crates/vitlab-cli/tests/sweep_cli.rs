@@ -68,6 +68,11 @@ fn a_parallel_sweep_runs_every_cell_and_seed_as_child_processes_then_reports() {
     let md = std::fs::read_to_string(rep.join("report.md")).unwrap();
     assert!(md.contains("`model.block=vit22b-nonorm`"), "{md}");
     assert!(rep.join("report.html").exists() && rep.join("figures/stability.svg").exists());
+
+    // A baseline no cell has is an error naming the cells, with a non-zero exit.
+    let o = vitlab(&["report", out_s, "--out", rep.to_str().unwrap(), "--baseline", "model.block=vit22b-ln"]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("no cell has model.block=vit22b-ln") && text(&o).contains("vit22b-nonorm"), "{}", text(&o));
 }
 
 #[test]

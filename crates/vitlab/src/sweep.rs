@@ -325,6 +325,52 @@ pub enum RunState {
     Fresh,
 }
 
+/// Settings a sweep may change for runs that already exist: the training budget
+/// (a larger one continues them), the backend, data-loading threads and the
+/// monitoring and checkpoint cadences.
+const CHANGEABLE: &[&str] = &["epochs", "max_steps", "backend", "data.workers", "monitor.block_every"];
+
+/// An existing run directory belongs to the planned run only if it was made with
+/// the same settings (the budget and backend aside, [`CHANGEABLE`]); otherwise a
+/// sweep started again with other `--set` values or another `--lr` would report
+/// the old run as the new one, or resume it with the new settings mixed in.
+pub fn check_same_config(run: &RunDir, planned: &ExperimentConfig) -> Result<()> {
+    let path = run.config();
+    if !path.exists() {
+        return Ok(());
+    }
+    let saved = ExperimentConfig::load(Some(&path), &[])?;
+    let flat = |c: &ExperimentConfig| -> std::collections::BTreeMap<String, String> {
+        let table: toml::Table = toml::from_str(&c.to_toml()).expect("config round-trips");
+        crate::report::flatten(&table)
+            .into_iter()
+            .filter(|(k, _)| !CHANGEABLE.contains(&k.as_str()) && !k.starts_with("checkpoint."))
+            .collect()
+    };
+    let (old, new) = (flat(&saved), flat(planned));
+    let keys: std::collections::BTreeSet<&String> = old.keys().chain(new.keys()).collect();
+    let differ: Vec<String> = keys
+        .into_iter()
+        .filter(|k| old.get(*k) != new.get(*k))
+        .map(|k| {
+            let show = |v: Option<&String>| v.map_or("(unset)".to_string(), Clone::clone);
+            format!("{k} = {} (now {})", show(old.get(k)), show(new.get(k)))
+        })
+        .collect();
+    if differ.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::data(
+            &path,
+            format!(
+                "this run was made with other settings than the sweep now plans for it: {}; \
+                 give the sweep another --out, or delete the run to redo it",
+                differ.join(", ")
+            ),
+        ))
+    }
+}
+
 pub fn run_state(run: &RunDir) -> RunState {
     if run.results().exists() {
         RunState::Finished
@@ -420,7 +466,8 @@ pub fn run(plan: &Plan, options: &SweepOptions) -> Result<Summary> {
         Runner::InProcess { .. } => 1,
         Runner::Subprocess { .. } => options.jobs.max(1).min(n.max(1)),
     };
-    let threads_per_job = std::thread::available_parallelism().map_or(1, |p| p.get()).div_ceil(jobs).max(1);
+    // cores / jobs, rounded down: never more compute threads than cores
+    let threads_per_job = (std::thread::available_parallelism().map_or(1, |p| p.get()) / jobs).max(1);
     let next = AtomicUsize::new(0);
     let outcomes: Mutex<Vec<Option<RunOutcome>>> = Mutex::new(vec![None; n]);
     let work = || loop {
@@ -475,8 +522,11 @@ fn run_one(plan: &Plan, i: usize, options: &SweepOptions, threads: usize) -> Run
     }
     let overrides = run_overrides(&plan.manifest.overrides, &planned.cell_overrides, planned.seed);
     let result = match action {
-        Action::Skipped => read_results(&run),
-        _ => execute(plan, i, &run, action, &overrides, options, threads),
+        Action::Started => execute(plan, i, &run, action, &overrides, options, threads),
+        _ => check_same_config(&run, &plan.configs[i]).and_then(|()| match action {
+            Action::Skipped => read_results(&run),
+            _ => execute(plan, i, &run, action, &overrides, options, threads),
+        }),
     };
     let outcome = match result {
         Ok(r) => {

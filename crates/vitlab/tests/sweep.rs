@@ -69,8 +69,7 @@ fn a_restarted_sweep_skips_finished_runs_resumes_interrupted_ones_and_starts_the
     let root = dir.path().join("sweep");
     // `max_steps=0` is the default; naming it lets the resumed run drop the
     // interruption's limit below.
-    let spec = spec(&["optim.lr=1e-3,2e-3,3e-3"], &[0], &["max_steps=0"]);
-    let plan = sweep::plan(&spec, &root).unwrap();
+    let plan = sweep::plan(&spec(&["optim.lr=1e-3,2e-3,3e-3"], &[0], &["max_steps=0"]), &root).unwrap();
     let dirs: Vec<String> = plan.manifest.runs.iter().map(|r| r.dir.clone()).collect();
     assert_eq!(dirs, ["lr=1e-3/seed=0", "lr=2e-3/seed=0", "lr=3e-3/seed=0"]);
     let run = |i: usize| RunDir::new(root.join(&dirs[i]));
@@ -111,6 +110,16 @@ fn a_restarted_sweep_skips_finished_runs_resumes_interrupted_ones_and_starts_the
     let again = sweep::run(&plan, &in_process()).unwrap();
     assert!(again.runs.iter().all(|r| r.action == Action::Skipped));
     assert_eq!(again.runs[2].test_top1, summary.runs[2].test_top1);
+
+    // The same folders planned with another setting are not taken for the new runs:
+    // each is refused, naming the setting, and left as it was.
+    let changed = spec(&["optim.lr=1e-3,2e-3,3e-3"], &[0], &["max_steps=0", "loss.label_smoothing=0.1"]);
+    let replanned = sweep::plan(&changed, &root).unwrap();
+    let refused = sweep::run(&replanned, &in_process()).unwrap();
+    assert_eq!(refused.failed(), 3);
+    let why = refused.runs[0].error.as_deref().unwrap();
+    assert!(why.contains("loss.label_smoothing = 0.0 (now 0.1)") && why.contains("--out"), "{why}");
+    assert_eq!(std::fs::read(run(0).results()).unwrap(), finished_before);
 }
 
 #[test]
@@ -163,7 +172,7 @@ fn the_report_of_a_sweep_tabulates_every_cell_and_draws_the_figures() {
 
     let runs = report::load_runs(&[root.clone()]).unwrap();
     assert_eq!(runs.len(), 8);
-    let r = Report::build("test sweep", runs, None);
+    let r = Report::build("test sweep", runs, None).unwrap();
     assert_eq!(r.keys, ["model.block", "optim.lr"]);
     let labels: Vec<&str> = r.cells.iter().map(|c| c.label.as_str()).collect();
     // The sweep's cell names (config-derived ones, `block=vit, lr=0.001`, for runs of no sweep).
@@ -203,8 +212,38 @@ fn the_report_of_a_sweep_tabulates_every_cell_and_draws_the_figures() {
 
     // An explicit baseline (values normalised like the config's); runs found
     // without their sweep's manifest get labels from their configs.
-    let runs: Vec<_> = report::load_runs(&[root]).unwrap().into_iter().map(|mut r| { r.sweep_cell = None; r }).collect();
-    let r2 = Report::build("t", runs, Some(report::parse_baseline("optim.lr=1e-3").unwrap()));
+    let runs: Vec<_> = report::load_runs(&[root.clone()]).unwrap().into_iter().map(|mut r| { r.sweep_cell = None; r }).collect();
+    let r2 = Report::build("t", runs.clone(), Some(report::parse_baseline("optim.lr=1e-3").unwrap())).unwrap();
     assert_eq!(r2.cells[1].label, "block=vit, lr=10000.0");
     assert_eq!(r2.cells[1].baseline.as_deref(), Some("block=vit, lr=0.001"));
+    // Numbers match as numbers: `1e4` as written, `10000.0` in the config.
+    let r3 = Report::build("t", runs.clone(), Some(report::parse_baseline("optim.lr=10000").unwrap())).unwrap();
+    assert_eq!(r3.cells[0].baseline.as_deref(), Some("block=vit, lr=10000.0"));
+    // A baseline that compares nothing is an error naming what would work, not a
+    // report where every cell reads "baseline".
+    let same = Report::build("t", runs.clone(), Some(report::parse_baseline("stabilizers.clip_grad_norm=0").unwrap()));
+    let msg = same.unwrap_err().to_string();
+    assert!(msg.contains("stabilizers.clip_grad_norm") && msg.contains("model.block, optim.lr"), "{msg}");
+    let none = Report::build("t", runs, Some(report::parse_baseline("model.block=vit22b").unwrap()));
+    let msg = none.unwrap_err().to_string();
+    assert!(msg.contains("no cell has model.block=vit22b") && msg.contains("block=vit22b-nonorm, lr=0.001"), "{msg}");
+
+    // A run that started but has no checkpoint yet is listed as unfinished; the same
+    // seed reached twice in a cell is flagged.
+    let src = root.join("block=vit,lr=1e-3/seed=0");
+    let copy = root.join("extra/seed=0");
+    std::fs::create_dir_all(&copy).unwrap();
+    for f in ["config.toml", "steps.csv"] {
+        std::fs::copy(src.join(f), copy.join(f)).unwrap();
+    }
+    let runs = report::load_runs(&[root.clone()]).unwrap();
+    assert_eq!(runs.len(), 9);
+    let r4 = Report::build("t", runs, None).unwrap();
+    let cell = r4.cells.iter().find(|c| c.label == "block=vit, lr=0.001").unwrap();
+    assert_eq!((cell.finished, cell.unfinished, cell.top1.unwrap().n), (2, 1, 2));
+    assert!(r4.notes.iter().any(|n| n.contains("seed 0 more than once")), "{:?}", r4.notes);
+    let out = dir.path().join("report4");
+    r4.write(&out).unwrap();
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("| block=vit, lr=0.001 | 2 (+1 unfinished) |"), "{md}");
 }

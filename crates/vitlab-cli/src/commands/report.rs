@@ -39,7 +39,11 @@ pub fn run(args: Args) -> vitlab::Result<()> {
         ));
     }
     let baseline = args.baseline.as_deref().map(report::parse_baseline).transpose()?;
-    let mut r = Report::build(&args.title, runs, baseline);
+    let mut r = Report::build(&args.title, runs, baseline)?;
+    let pending = report::not_started(&args.dirs)?;
+    if !pending.is_empty() {
+        r.notes.push(format!("{} planned runs of the sweep have not started yet.", pending.len()));
+    }
     r.notes.push(format!("Regenerate with `{}`.", command_line()));
     let written = r.write(&args.out)?;
     for p in written {

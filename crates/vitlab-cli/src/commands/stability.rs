@@ -54,7 +54,8 @@ pub struct Args {
     /// Runs at a time (child processes; 1 runs in this process).
     #[arg(long, short, default_value_t = 1)]
     jobs: usize,
-    /// Further overrides for every run (applied last), e.g. `--set model.depth=6`.
+    /// Further overrides for every run (after the study's settings, before each cell's
+    /// block and stabiliser), e.g. `--set model.depth=6`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     overrides: Vec<String>,
     /// Print the planned runs; run nothing.

@@ -91,7 +91,19 @@ pub fn run_spec(spec: &SweepSpec, out: &Path, jobs: usize, quiet: bool, dry_run:
 pub fn write_report(input: &Path, out: &Path, title: &str, baseline: Option<&str>) -> vitlab::Result<()> {
     let runs = report::load_runs(&[input.to_path_buf()])?;
     let parsed = baseline.map(report::parse_baseline).transpose()?;
-    let mut r = Report::build(title, runs, parsed);
+    // the sweep has run: a baseline that fits no cell costs the p-values, not the report
+    let (mut r, baseline) = match Report::build(title, runs.clone(), parsed) {
+        Ok(r) => (r, baseline),
+        Err(e) if baseline.is_some() => {
+            eprintln!("report: {e}; writing the report without a baseline");
+            (Report::build(title, runs, None)?, None)
+        }
+        Err(e) => return Err(e),
+    };
+    let pending = report::not_started(&[input.to_path_buf()])?;
+    if !pending.is_empty() {
+        r.notes.push(format!("{} planned runs have not started yet.", pending.len()));
+    }
     r.notes.push(format!(
         "Made by `{}`; regenerate the report alone with `vitlab report {} --out {} --title '{title}'{}`.",
         super::report::command_line(),

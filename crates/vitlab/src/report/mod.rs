@@ -158,7 +158,8 @@ pub fn load_run(dir: &Path, name: String) -> Result<Option<RunRecord>> {
         return Ok(None);
     }
     let has_error = dir.join("error.txt").exists();
-    if !run.results().exists() && !has_error && !run.latest().exists() {
+    // a run that started (steps.csv) but has no checkpoint yet is an unfinished run
+    if !run.results().exists() && !has_error && !run.latest().exists() && !run.steps().exists() {
         return Ok(None);
     }
     let config = ExperimentConfig::load(Some(&run.config()), &[])?;
@@ -244,6 +245,27 @@ pub fn load_runs(roots: &[PathBuf]) -> Result<Vec<RunRecord>> {
     Ok(out)
 }
 
+/// The runs a sweep under `roots` planned (its `sweep.json`) that have not
+/// started yet, as `ROOT/DIR`.
+pub fn not_started(roots: &[PathBuf]) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for root in roots {
+        let mut dirs = Vec::new();
+        collect_dirs(root, &mut dirs)?;
+        for d in dirs {
+            if let Some(m) = Manifest::read(&d)? {
+                for r in &m.runs {
+                    let run = RunDir::new(d.join(&r.dir));
+                    if !run.config().exists() || load_run(&run.root, String::new())?.is_none() {
+                        out.push(d.join(&r.dir).display().to_string());
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
 fn collect_dirs(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     out.push(dir.to_path_buf());
     let entries = fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
@@ -266,11 +288,14 @@ pub struct MeanStd {
 }
 
 impl MeanStd {
+    /// Over the finite values (a diverged run's NaN AUROC does not make the mean NaN);
+    /// `n` counts the values used.
     fn of(values: &[f64]) -> Option<MeanStd> {
+        let values: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
         (!values.is_empty()).then(|| MeanStd {
             n: values.len(),
-            mean: mean(values),
-            std: std_dev(values),
+            mean: mean(&values),
+            std: std_dev(&values),
         })
     }
 }
@@ -356,6 +381,11 @@ pub fn parse_baseline(spec: &str) -> Result<Vec<(String, String)>> {
     Ok(keys.into_iter().map(|k| (k.clone(), flat.get(&k).cloned().unwrap_or_default())).collect())
 }
 
+/// Config values as text are equal, or equal as numbers (`1` and `1.0`, `1e-3` and `0.001`).
+fn same_value(a: &str, b: &str) -> bool {
+    a == b || matches!((a.parse::<f64>(), b.parse::<f64>()), (Ok(x), Ok(y)) if x == y)
+}
+
 fn short_names(keys: &[String]) -> Vec<String> {
     let last = |k: &str| k.rsplit('.').next().unwrap_or(k).to_string();
     keys.iter()
@@ -374,7 +404,9 @@ impl Report {
     /// Groups `runs` into cells and computes every number. `baseline`: the cell
     /// values to compare against (see [`parse_baseline`]); `None` picks
     /// `model.block=vit` when the block differs between cells and a `vit` cell exists.
-    pub fn build(title: &str, runs: Vec<RunRecord>, baseline: Option<Vec<(String, String)>>) -> Report {
+    /// A baseline whose keys do not differ between the cells, or that no cell
+    /// has, is an error (it would compare nothing while looking like it did).
+    pub fn build(title: &str, runs: Vec<RunRecord>, baseline: Option<Vec<(String, String)>>) -> Result<Report> {
         // Keys whose values differ between runs (the seed aside).
         let mut keys: Vec<String> = Vec::new();
         if let Some(first) = runs.first() {
@@ -472,6 +504,29 @@ impl Report {
             c.max_logit = Spread::of(&finite(|s| s.max_logit));
             c.max_grad = Spread::of(&finite(|s| s.max_grad));
         }
+        if let Some(base) = &baseline {
+            for (k, _) in base {
+                if !keys.contains(k) {
+                    return Err(Error::config(
+                        "--baseline",
+                        format!(
+                            "`{k}` has the same value in every run, so it picks no baseline cell; the runs differ in {}",
+                            if keys.is_empty() { "nothing but the seed".to_string() } else { keys.join(", ") }
+                        ),
+                    ));
+                }
+            }
+            if !cells.iter().any(|c| base.iter().all(|(k, v)| same_value(&c.values[k], v))) {
+                return Err(Error::config(
+                    "--baseline",
+                    format!(
+                        "no cell has {}; the cells are: {}",
+                        base.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", "),
+                        cells.iter().map(|c| c.label.as_str()).collect::<Vec<_>>().join("; ")
+                    ),
+                ));
+            }
+        }
         let baseline = baseline.or_else(|| {
             let default = vec![("model.block".to_string(), "vit".to_string())];
             (keys.iter().any(|k| k == "model.block") && cells.iter().any(|c| c.values.get("model.block").map(String::as_str) == Some("vit")))
@@ -483,28 +538,43 @@ impl Report {
             };
             let snapshot = cells.clone();
             for c in &mut cells {
-                let mut target = c.values.clone();
-                for (k, v) in base {
-                    if target.contains_key(k) {
-                        target.insert(k.clone(), v.clone());
-                    }
-                }
-                let Some(b) = snapshot.iter().find(|o| o.values == target) else { continue };
+                // the cell with the baseline's values and this cell's other values
+                let is_target = |o: &&Cell| {
+                    o.values.iter().all(|(k, ov)| match base.iter().find(|(bk, _)| bk == k) {
+                        Some((_, bv)) => same_value(ov, bv),
+                        None => c.values.get(k) == Some(ov),
+                    })
+                };
+                let Some(b) = snapshot.iter().find(is_target) else { continue };
                 c.baseline = Some(b.label.clone());
                 if b.values != c.values {
                     c.t_test = welch_t_test(&top1(c), &top1(b)).map(|t| (t.t, t.df, t.p));
                 }
             }
         }
-        Report {
+        // The same seed twice in a cell: the same run reached through two folders, or
+        // two runs that differ in a setting the report does not see. Either inflates n.
+        let mut notes = Vec::new();
+        for c in &cells {
+            let mut seen = std::collections::BTreeSet::new();
+            let twice: std::collections::BTreeSet<u64> = c.seeds.iter().filter(|s| !seen.insert(**s)).copied().collect();
+            if !twice.is_empty() {
+                notes.push(format!(
+                    "**Warning:** cell {} has seed {} more than once (the same run given twice?); its n counts each.",
+                    c.label,
+                    twice.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+                ));
+            }
+        }
+        Ok(Report {
             title: title.to_string(),
             runs,
             cells,
             keys,
             short,
             baseline: baseline.unwrap_or_default(),
-            notes: Vec::new(),
-        }
+            notes,
+        })
     }
 
     /// Writes report.md, report.html, report.json and figures/ into `out`.
@@ -576,8 +646,10 @@ impl Report {
             )
         };
         doc.push(Block::Para(format!(
-            "Test metrics of each run's best-validation checkpoint (exploded runs included: their best checkpoint \
-             precedes the explosion); mean ± unbiased std over seeds; {base}. Epochs, steps and wall time are means over the cell's finished runs."
+            "Test metrics of each finished run (exploded runs included) on its best-validation checkpoint, or, for a run \
+             stopped before its first validation, on its state when it stopped (column *tested* under Runs; an exploded run's \
+             last state may already be diverged); mean ± unbiased std over seeds (n: runs with a finite value); {base}. \
+             Epochs, steps and wall time are means over the cell's finished runs."
         )));
         let header = ["cell", "n", "top-1", "top-5", "AUROC", "p (top-1)", "params", "epochs", "steps", "wall time"];
         let rows = self
@@ -586,7 +658,18 @@ impl Report {
             .map(|c| {
                 vec![
                     c.label.clone(),
-                    c.top1.map_or(0, |m| m.n).to_string(),
+                    {
+                        let mut n = c.top1.map_or(0, |m| m.n).to_string();
+                        let others: Vec<String> = [(c.unfinished, "unfinished"), (c.failed, "failed")]
+                            .iter()
+                            .filter(|(k, _)| *k > 0)
+                            .map(|(k, what)| format!("{k} {what}"))
+                            .collect();
+                        if !others.is_empty() {
+                            n.push_str(&format!(" (+{})", others.join(", ")));
+                        }
+                        n
+                    },
                     pm(c.top1),
                     pm(c.top5),
                     pm(c.auroc),
@@ -609,16 +692,17 @@ impl Report {
 
         doc.push(Block::Heading(2, "Stability".into()));
         doc.push(Block::Para(format!(
-            "A run explodes when its loss or a gradient is not finite, or the max logit or max |gradient| passes its threshold \
-             (`monitor.max_logit`, `monitor.max_grad`; here {} and {}). Max logit and max |grad|: percentiles over every step of \
-             every run of the cell (steps.csv, finite values).",
-            sig(self.cells.first().map_or(f64::NAN, |c| c.logit_threshold)),
-            sig(self.cells.first().map_or(f64::NAN, |c| c.grad_threshold)),
+            "A run explodes when its loss or a gradient is not finite, or the max logit (largest classifier logit in the batch) or \
+             the max |gradient| (over all parameters, before clipping) passes its threshold (`monitor.max_logit`, \
+             `monitor.max_grad`; here {} and {}). The median explosion step is over the runs that exploded. Max logit and \
+             max |grad|: percentiles over every step of every run of the cell, finished or not (steps.csv, finite values).",
+            thresholds(self.cells.iter().map(|c| c.logit_threshold)),
+            thresholds(self.cells.iter().map(|c| c.grad_threshold)),
         )));
         let header = [
             "cell",
-            "exploded / runs",
-            "median explosion step",
+            "exploded / finished runs",
+            "median explosion step (exploded runs)",
             "explosion steps",
             "max logit p50 / p95 / max",
             "max |grad| p50 / p95 / max",
@@ -653,7 +737,7 @@ impl Report {
         }
 
         doc.push(Block::Heading(2, "Runs".into()));
-        let header = ["run", "cell", "seed", "status", "epochs", "steps", "top-1", "explosion"];
+        let header = ["run", "cell", "seed", "status", "epochs", "steps", "tested", "top-1", "explosion"];
         let rows = self
             .cells
             .iter()
@@ -675,6 +759,11 @@ impl Report {
                     },
                     res.map_or("-".into(), |x| x.epochs.to_string()),
                     res.map_or("-".into(), |x| x.steps.to_string()),
+                    res.and_then(|x| x.test_checkpoint.as_deref()).map_or("-".into(), |t| match t {
+                        "best" => "best checkpoint".to_string(),
+                        "latest" => "last state".to_string(),
+                        other => other.to_string(),
+                    }),
                     res.and_then(|x| x.test.as_ref()).map_or("-".into(), |t| format!("{:.4}", t.top1)),
                     match (res.and_then(|x| x.explosion.as_ref()), &r.error) {
                         (Some(e), _) => format!("step {}: {}", e.step, e.cause),
@@ -721,6 +810,22 @@ pub fn sig(v: f64) -> String {
         format!("{v:.1}")
     } else {
         format!("{v:.3}")
+    }
+}
+
+/// A threshold for the text: `off` when 0, one value when every cell has it, else each.
+fn thresholds(values: impl Iterator<Item = f64>) -> String {
+    let mut distinct: Vec<f64> = Vec::new();
+    for v in values {
+        if !distinct.contains(&v) {
+            distinct.push(v);
+        }
+    }
+    let show = |v: f64| if v > 0.0 { sig(v) } else { "off".to_string() };
+    match distinct.as_slice() {
+        [] => "-".into(),
+        [v] => show(*v),
+        many => format!("per cell: {}", many.iter().map(|v| show(*v)).collect::<Vec<_>>().join(", ")),
     }
 }
 

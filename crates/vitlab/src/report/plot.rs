@@ -140,7 +140,7 @@ pub fn draw_all(report: &Report, dir: &Path) -> Result<Vec<Figure>> {
         render(&acc, "accuracy", (w, 520), dir)?;
         out.push(Figure {
             name: "accuracy".into(),
-            caption: "Test top-1 and top-5 accuracy per cell, mean over seeds, error bars ± 1 std (cf. the paper's Figure 2)"
+            caption: "Test top-1 and top-5 accuracy per cell, mean over seeds, error bars ± 1 std where a cell has two or more seeds (cf. the paper's Figure 2)"
                 .into(),
         });
     }
@@ -159,7 +159,7 @@ pub fn draw_all(report: &Report, dir: &Path) -> Result<Vec<Figure>> {
         render(&curves, "curves", (1500, 560), dir)?;
         out.push(Figure {
             name: "curves".into(),
-            caption: "Training loss (log scale, mean over windows of steps) and validation accuracy per epoch of every run"
+            caption: "Training loss (mean over windows of steps; log axis when a run's loss grew over 20-fold) and validation accuracy per epoch of every run"
                 .into(),
         });
     }
@@ -204,9 +204,9 @@ impl Accuracy {
             .cells
             .iter()
             .filter_map(|c| {
+                // std is NaN for a single seed: no error bar then, rather than one of zero length
                 let t1 = c.top1?;
-                let std = |s: f64| if s.is_finite() { s } else { 0.0 };
-                Some((c.label.clone(), (t1.mean, std(t1.std)), c.top5.map(|t| (t.mean, std(t.std)))))
+                Some((c.label.clone(), (t1.mean, t1.std), c.top5.map(|t| (t.mean, t.std))))
             })
             .collect();
         Accuracy { bars }
@@ -261,17 +261,22 @@ impl Draw for Accuracy {
                 .map_err(err)?
                 .label(*name)
                 .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], c.filled()));
-            // Error bars: ± 1 std with caps.
+            // Error bars: ± 1 std with caps (cells with two or more seeds).
             for &(x, (m, sd)) in &values {
                 let xc = x + offset;
-                let (lo, hi) = ((m - sd).max(0.0), (m + sd).min(1.0));
-                chart
-                    .draw_series([
-                        PathElement::new(vec![(xc, lo), (xc, hi)], BLACK.stroke_width(2)),
-                        PathElement::new(vec![(xc - 0.06, lo), (xc + 0.06, lo)], BLACK.stroke_width(2)),
-                        PathElement::new(vec![(xc - 0.06, hi), (xc + 0.06, hi)], BLACK.stroke_width(2)),
-                    ])
-                    .map_err(err)?;
+                let hi = if sd.is_finite() {
+                    let (lo, hi) = ((m - sd).max(0.0), (m + sd).min(1.0));
+                    chart
+                        .draw_series([
+                            PathElement::new(vec![(xc, lo), (xc, hi)], BLACK.stroke_width(2)),
+                            PathElement::new(vec![(xc - 0.06, lo), (xc + 0.06, lo)], BLACK.stroke_width(2)),
+                            PathElement::new(vec![(xc - 0.06, hi), (xc + 0.06, hi)], BLACK.stroke_width(2)),
+                        ])
+                        .map_err(err)?;
+                    hi
+                } else {
+                    m
+                };
                 chart
                     .draw_series([Text::new(format!("{m:.3}"), (xc - 0.12, hi + 0.035), ("sans-serif", 12).into_font())])
                     .map_err(err)?;
@@ -322,7 +327,8 @@ impl Stability {
     fn new(r: &Report) -> Self {
         let mut series = Vec::new();
         for (ci, c) in r.cells.iter().enumerate() {
-            for (k, &i) in c.runs.iter().enumerate() {
+            let mut first = true;
+            for &i in &c.runs {
                 let run: &RunRecord = &r.runs[i];
                 if run.steps.is_empty() {
                     continue;
@@ -339,7 +345,7 @@ impl Stability {
                 series.push(Series {
                     cell: ci,
                     label: c.label.clone(),
-                    first_of_cell: k == 0,
+                    first_of_cell: std::mem::replace(&mut first, false),
                     logit: pick(|s| s.max_logit),
                     grad: pick(|s| s.max_grad),
                     explosion: run.results.as_ref().and_then(|x| x.explosion.as_ref()).map(|e| e.step),
