@@ -163,7 +163,7 @@ fn the_report_of_a_sweep_tabulates_every_cell_and_draws_the_figures() {
     let spec = spec(
         &["model.block=vit,vit22b-nonorm", "optim.lr=1e-3,1e4"],
         &[0, 1],
-        &["stabilizers.clip_grad_norm=0"],
+        &["stabilizers.clip_grad_norm=0", "monitor.block_every=2"],
     );
     let plan = sweep::plan(&spec, &root).unwrap();
     let summary = sweep::run(&plan, &in_process()).unwrap();
@@ -194,7 +194,7 @@ fn the_report_of_a_sweep_tabulates_every_cell_and_draws_the_figures() {
 
     let out = dir.path().join("report");
     let written = r.write(&out).unwrap();
-    for f in ["report.md", "report.html", "report.json", "figures/accuracy.png", "figures/accuracy.svg", "figures/stability.png", "figures/stability.svg", "figures/curves.png"] {
+    for f in ["report.md", "report.html", "report.json", "figures/accuracy.png", "figures/accuracy.svg", "figures/stability.png", "figures/stability.svg", "figures/curves.png", "figures/blocks.png"] {
         assert!(out.join(f).exists(), "{f} missing; wrote {written:?}");
     }
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();

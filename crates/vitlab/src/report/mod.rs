@@ -34,6 +34,16 @@ pub struct StepRow {
     pub max_grad: f64,
 }
 
+/// The per-block monitors of one logged step (`blocks.csv`), reduced over blocks.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlockStep {
+    pub step: u64,
+    /// RMS of the last block's output tokens (the residual stream at the top).
+    pub top_rms: f64,
+    /// The largest attention logit (after scaling) over all blocks.
+    pub max_attn_logit: f64,
+}
+
 /// One row of `metrics.csv`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct EpochRow {
@@ -66,6 +76,8 @@ pub struct RunRecord {
     pub results: Option<Results>,
     pub error: Option<String>,
     pub steps: Vec<StepRow>,
+    /// Per-block monitors every `monitor.block_every` steps (empty if none were logged).
+    pub blocks: Vec<BlockStep>,
     pub epochs: Vec<EpochRow>,
     /// The config keys a sweep grid sets, in grid order (for ordering cell keys).
     pub grid_keys: Vec<String>,
@@ -109,6 +121,28 @@ pub fn read_steps(run: &RunDir) -> Result<Vec<StepRow>> {
             max_grad: r[3],
         })
         .collect())
+}
+
+/// `blocks.csv` reduced per logged step: the last block's output RMS and the
+/// largest attention logit over the blocks.
+pub fn read_blocks(run: &RunDir) -> Result<Vec<BlockStep>> {
+    let rows = read_columns(&run.blocks(), &["step", "block", "act_rms", "max_attn_logit"])?;
+    let mut out: Vec<(BlockStep, f64)> = Vec::new(); // (reduced, index of the block giving top_rms)
+    for r in rows.into_iter().filter(|r| r[0].is_finite() && r[1].is_finite()) {
+        let (step, block) = (r[0] as u64, r[1]);
+        match out.last_mut() {
+            Some((b, top)) if b.step == step => {
+                if block > *top {
+                    (b.top_rms, *top) = (r[2], block);
+                }
+                if r[3] > b.max_attn_logit || b.max_attn_logit.is_nan() {
+                    b.max_attn_logit = r[3];
+                }
+            }
+            _ => out.push((BlockStep { step, top_rms: r[2], max_attn_logit: r[3] }, block)),
+        }
+    }
+    Ok(out.into_iter().map(|(b, _)| b).collect())
 }
 
 pub fn read_epochs(run: &RunDir) -> Result<Vec<EpochRow>> {
@@ -191,6 +225,7 @@ pub fn load_run(dir: &Path, name: String) -> Result<Option<RunRecord>> {
         results,
         error,
         steps: read_steps(&run)?,
+        blocks: read_blocks(&run)?,
         epochs: read_epochs(&run)?,
         grid_keys: Vec::new(),
         sweep_cell: None,
@@ -731,6 +766,16 @@ impl Report {
             doc.push(Block::Image { path: f.name.clone(), alt: f.caption.clone() });
         }
 
+        if let Some(f) = figure("blocks") {
+            doc.push(Block::Para(
+                "Inside the network (blocks.csv, every `monitor.block_every` steps): the RMS of the last block's output \
+                 tokens, i.e. the size of the residual stream at the top, and the largest attention logit over all blocks \
+                 (after scaling). They tell an explosion of the residual stream from one of the attention logits."
+                    .into(),
+            ));
+            doc.push(Block::Image { path: f.name.clone(), alt: f.caption.clone() });
+        }
+
         if let Some(f) = figure("curves") {
             doc.push(Block::Heading(2, "Training curves".into()));
             doc.push(Block::Image { path: f.name.clone(), alt: f.caption.clone() });
@@ -934,4 +979,32 @@ fn render_html(title: &str, doc: &[Block]) -> String {
     }
     out.push_str("</body>\n</html>\n");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_monitors_reduce_to_the_top_block_rms_and_the_largest_attention_logit_per_step() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::new(dir.path());
+        fs::write(
+            run.blocks(),
+            "step,block,grad_norm,act_rms,max_attn_logit\n\
+             50,0,1.0,1.5,4.0\n50,1,1.0,2.5,6.0\n50,2,1.0,3.5,5.0\n\
+             100,0,1.0,1.0,9.0\n100,1,1.0,7.0,NaN\n100,2,1.0,8.0,2.0\n",
+        )
+        .unwrap();
+        let b = read_blocks(&run).unwrap();
+        assert_eq!(
+            b,
+            [
+                BlockStep { step: 50, top_rms: 3.5, max_attn_logit: 6.0 },
+                BlockStep { step: 100, top_rms: 8.0, max_attn_logit: 9.0 },
+            ]
+        );
+        // no blocks.csv (monitor.block_every = 0): nothing
+        assert!(read_blocks(&RunDir::new(dir.path().join("none"))).unwrap().is_empty());
+    }
 }

@@ -154,6 +154,16 @@ pub fn draw_all(report: &Report, dir: &Path) -> Result<Vec<Figure>> {
                 .into(),
         });
     }
+    let blocks = Blocks::new(report);
+    if blocks.stab.has_data() {
+        render(&blocks.stab, "blocks", (1500, 620), dir)?;
+        out.push(Figure {
+            name: "blocks".into(),
+            caption: "Per logged step, RMS of the last block's output (the residual stream) and the largest attention \
+                      logit over the blocks, every run (log scale), explosions marked x"
+                .into(),
+        });
+    }
     let curves = Curves::new(report);
     if curves.has_data() {
         render(&curves, "curves", (1500, 560), dir)?;
@@ -321,6 +331,54 @@ struct Stability {
     series: Vec<Series>,
     logit_threshold: f64,
     grad_threshold: f64,
+    /// Titles of the left (`logit`) and right (`grad`) panels.
+    titles: [&'static str; 2],
+}
+
+/// The block monitors, drawn like [`Stability`]: the top block's output RMS on
+/// the left, the largest attention logit on the right, no thresholds.
+struct Blocks {
+    stab: Stability,
+}
+
+impl Blocks {
+    fn new(r: &Report) -> Self {
+        let mut series = Vec::new();
+        for (ci, c) in r.cells.iter().enumerate() {
+            let mut first = true;
+            for &i in &c.runs {
+                let run: &RunRecord = &r.runs[i];
+                if run.blocks.is_empty() {
+                    continue;
+                }
+                let pick = |f: fn(&super::BlockStep) -> f64| -> Vec<(f64, f64)> {
+                    let pts: Vec<(f64, f64)> = run
+                        .blocks
+                        .iter()
+                        .map(|b| (b.step as f64, f(b)))
+                        .filter(|p| p.1.is_finite() && p.1 > 0.0)
+                        .collect();
+                    downsample(&pts, 1500)
+                };
+                series.push(Series {
+                    cell: ci,
+                    label: c.label.clone(),
+                    first_of_cell: std::mem::replace(&mut first, false),
+                    logit: pick(|b| b.top_rms),
+                    grad: pick(|b| b.max_attn_logit),
+                    explosion: run.results.as_ref().and_then(|x| x.explosion.as_ref()).map(|e| e.step),
+                });
+            }
+        }
+        Blocks {
+            stab: Stability {
+                series,
+                logit_threshold: 0.0,
+                grad_threshold: 0.0,
+                titles: ["last block's output RMS", "max attention logit (all blocks)"],
+            },
+        }
+    }
 }
 
 impl Stability {
@@ -357,6 +415,7 @@ impl Stability {
             series,
             logit_threshold: first.map_or(0.0, |c| c.logit_threshold),
             grad_threshold: first.map_or(0.0, |c| c.grad_threshold),
+            titles: ["max logit per step", "max |gradient| per step"],
         }
     }
 
@@ -414,14 +473,16 @@ impl Stability {
                 .label(format!("explosion threshold {}", log_label(threshold)))
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK.stroke_width(2)));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 13))
-            .draw()
-            .map_err(err)?;
+        if legend || threshold > 0.0 {
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::LowerRight)
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .label_font(("sans-serif", 13))
+                .draw()
+                .map_err(err)?;
+        }
         Ok(())
     }
 }
@@ -429,8 +490,8 @@ impl Stability {
 impl Draw for Stability {
     fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> DrawResult {
         let panels = area.split_evenly((1, 2));
-        self.panel(&panels[0], "max logit per step", |s| &s.logit, self.logit_threshold, true)?;
-        self.panel(&panels[1], "max |gradient| per step", |s| &s.grad, self.grad_threshold, false)?;
+        self.panel(&panels[0], self.titles[0], |s| &s.logit, self.logit_threshold, true)?;
+        self.panel(&panels[1], self.titles[1], |s| &s.grad, self.grad_threshold, false)?;
         Ok(())
     }
 }
