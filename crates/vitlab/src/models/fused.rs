@@ -51,14 +51,17 @@ pub trait FusedKernels: Backend {
 
     /// Gradients of [`FusedKernels::ln_forward`]: `(dx, dγ, dβ)`, `dγ` and
     /// `dβ` only when asked for.
+    #[allow(clippy::too_many_arguments)]
     fn ln_backward(
         dy: FloatTensor<Self>,
         x: FloatTensor<Self>,
         mean: FloatTensor<Self>,
         rstd: FloatTensor<Self>,
         gamma: FloatTensor<Self>,
+        eps: f64,
         want_param_grads: bool,
     ) -> LnGrads<Self> {
+        let _ = eps; // the saved statistics already hold it
         ln_backward::<Self>(dy, x, mean, rstd, gamma, want_param_grads)
     }
 
@@ -193,6 +196,39 @@ impl FusedKernels for burn::backend::LibTorch {
         (TchTensor::new(y), TchTensor::new(mean), TchTensor::new(rstd))
     }
 
+    /// tch does not bind `native_layer_norm_backward`, so PyTorch's autograd
+    /// runs it: the forward is recomputed on detached leaves and `dot(y, dy)`
+    /// differentiated, which hands `dy` to LayerNorm's fused backward kernel
+    /// (dx, dγ and dβ in one pass) instead of a dozen separate element-wise
+    /// and reduction kernels.
+    fn ln_backward(
+        dy: FloatTensor<Self>,
+        x: FloatTensor<Self>,
+        _mean: FloatTensor<Self>,
+        _rstd: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        eps: f64,
+        want_param_grads: bool,
+    ) -> LnGrads<Self> {
+        use burn::backend::libtorch::TchTensor;
+        let d = *x.tensor.size().last().expect("layer norm of a scalar");
+        tch::with_grad(|| {
+            let x = x.tensor.detach().set_requires_grad(true);
+            let gamma = gamma.tensor.detach().set_requires_grad(want_param_grads);
+            let beta = gamma.zeros_like().set_requires_grad(want_param_grads);
+            let (y, _, _) = x.native_layer_norm([d].as_slice(), Some(&gamma), Some(&beta), eps);
+            let l = y.reshape([-1]).dot(&dy.tensor.reshape([-1]));
+            if want_param_grads {
+                let mut g = tch::Tensor::run_backward(&[&l], &[&x, &gamma, &beta], false, false).into_iter();
+                let (dx, dg, db) = (g.next().expect("dx"), g.next().expect("dγ"), g.next().expect("dβ"));
+                (TchTensor::new(dx), Some(TchTensor::new(dg)), Some(TchTensor::new(db)))
+            } else {
+                let dx = tch::Tensor::run_backward(&[&l], &[&x], false, false).pop().expect("dx");
+                (TchTensor::new(dx), None, None)
+            }
+        })
+    }
+
     fn attn_forward(
         q: FloatTensor<Self>,
         k: FloatTensor<Self>,
@@ -278,15 +314,15 @@ plain_vit_ops!(burn::backend::Cube);
 struct LayerNormOp;
 
 impl<B: FusedKernels> Backward<B, 3> for LayerNormOp {
-    /// x, mean, rstd, gamma.
-    type State = (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>, FloatTensor<B>);
+    /// x, mean, rstd, gamma, eps.
+    type State = (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>, FloatTensor<B>, f64);
 
     fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
         let [node_x, node_gamma, node_beta] = ops.parents;
         let dy = grads.consume::<B>(&ops.node);
-        let (x, mean, rstd, gamma) = ops.state;
+        let (x, mean, rstd, gamma, eps) = ops.state;
         let want = node_gamma.is_some() || node_beta.is_some();
-        let (dx, dgamma, dbeta) = B::ln_backward(dy, x, mean, rstd, gamma, want);
+        let (dx, dgamma, dbeta) = B::ln_backward(dy, x, mean, rstd, gamma, eps, want);
         if let Some(node) = node_x {
             grads.register::<B>(node.id, dx);
         }
@@ -326,7 +362,7 @@ impl<B: FusedKernels + VitOps, C: CheckpointStrategy> VitOps for Autodiff<B, C> 
         match prep {
             OpsKind::Tracked(prep) => {
                 let (y, mean, rstd) = B::ln_forward(x.clone(), gamma.clone(), beta, eps);
-                prep.finish((x, mean, rstd, gamma), y)
+                prep.finish((x, mean, rstd, gamma, eps), y)
             }
             OpsKind::UnTracked(prep) => prep.finish(B::vit_layer_norm(x, gamma, beta, eps)),
         }

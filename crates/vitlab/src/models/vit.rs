@@ -7,7 +7,7 @@ use burn::tensor::activation::gelu;
 use burn::tensor::{Device, Distribution, Tensor};
 
 use super::config::{AttnScale, BlockVariant, HeadKind, Init, ModelConfig, Pool};
-use super::layers::{linear, Affine, Attention, AttentionOptions, MapPool, Mlp, Norm};
+use super::layers::{linear, Affine, Attention, AttentionOptions, MapPool, Mlp, Norm, TokenLinear};
 use crate::Result;
 
 /// Everything a block needs to know; derived from a [`ModelConfig`].
@@ -155,12 +155,12 @@ impl Block {
             }
             BlockVariant::Vit22bNoNorm => {
                 let [_, _, d] = x.dims();
-                let qkvl = part(&self.in_proj).forward(x.clone());
+                let qkvl = part(&self.in_proj).forward_tokens(x.clone());
                 let qkv = qkvl.clone().narrow(2, 0, 3 * d);
                 let l = qkvl.narrow(2, 3 * d, d);
                 let (a, max_logit) = self.attn.attend_projected(qkv, probe);
-                let hidden = gelu(part(&self.mlp_in).forward(l));
-                let out = part(&self.out_proj).forward(Tensor::cat(vec![a, hidden], 2));
+                let hidden = gelu(part(&self.mlp_in).forward_tokens(l));
+                let out = part(&self.out_proj).forward_tokens(Tensor::cat(vec![a, hidden], 2));
                 (x + out, max_logit)
             }
         }
@@ -278,7 +278,7 @@ impl Vit {
     }
 
     fn trunk_probed(&self, images: Tensor<4>, probe: bool) -> (Tensor<3>, Vec<BlockProbe>) {
-        let mut x = self.patch_embed.forward(self.patchify(images));
+        let mut x = self.patch_embed.forward_tokens(self.patchify(images));
         if let Some(n) = &self.embed_norm {
             x = n.forward(x);
         }
