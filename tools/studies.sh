@@ -19,6 +19,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-$PWD/.venv/lib/python3.11/site-packages/torch/lib}"
+if [ -z "${VITLAB:-}" ] && [ "${1:-}" = reports ]; then
+    # reports need no backend: any build will do, and the study's copy stays as it is
+    VITLAB=$(ls -t target/debug/vitlab target-tch/debug/vitlab 2>/dev/null | head -1)
+fi
 if [ -z "${VITLAB:-}" ]; then
     mkdir -p runs/bin
     if [ target-tch/debug/vitlab -nt runs/bin/vitlab-tch ]; then
