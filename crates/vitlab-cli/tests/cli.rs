@@ -147,6 +147,45 @@ fn train_eval_predict_end_to_end_on_a_generated_image_folder() {
 }
 
 #[test]
+fn the_test_metrics_of_a_run_equal_eval_of_its_best_checkpoint_with_a_batchnorm_head() {
+    // The paper's `vit22b-code` model has a BatchNorm head; the run trains past its
+    // best epoch (max_steps), so the best checkpoint's BatchNorm statistics differ
+    // from the training state's at the end.
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("colours");
+    write_image_folder(&data, 24, 6);
+    let run = dir.path().join("run");
+    let (data_s, run_s) = (data.to_str().unwrap(), run.to_str().unwrap());
+    let sets = [
+        format!("data.path={data_s}"),
+        "data.val_size=12".into(),
+        "model.block=vit22b-code".into(),
+        "model.preset=paper".into(),
+        "model.image_size=16".into(),
+        "model.patch_size=4".into(),
+        "model.depth=1".into(),
+        "model.dim=32".into(),
+        "model.mlp_dim=32".into(),
+        "model.heads=2".into(),
+        "epochs=3".into(),
+        "max_steps=13".into(),
+        "batch_size=12".into(),
+    ];
+    let mut args = vec!["train".to_string(), "--out".into(), run_s.into(), "--quiet".into()];
+    args.extend(sets.iter().flat_map(|s| ["--set".to_string(), s.clone()]));
+    let out = vitlab(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["test_checkpoint"], "best");
+    assert_eq!(results["steps"], 13);
+    let out = vitlab(&["eval", &format!("{run_s}/checkpoints/best.safetensors"), "--data", data_s, "--format", "json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let e: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!((&e["loss"], &e["top1"]), (&results["test"]["loss"], &results["test"]["top1"]));
+}
+
+#[test]
 fn config_errors_name_the_key() {
     let out = vitlab(&["train", "--out", "/tmp/never", "--set", "data.path=synthetic", "--set", "optim.lrr=1"]);
     assert!(!out.status.success());
