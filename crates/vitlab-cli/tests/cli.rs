@@ -81,6 +81,27 @@ fn write_image_folder(root: &std::path::Path, per_class_train: usize, per_class_
     }
 }
 
+/// `vitlab train` of a one-block model on the image folder `data` into `run`,
+/// with `extra` overrides after the common ones.
+fn train_args(run: &str, data: &str, extra: &[&str]) -> Vec<String> {
+    let common = [
+        format!("data.path={data}"),
+        "data.val_size=12".into(),
+        "model.image_size=16".into(),
+        "model.patch_size=4".into(),
+        "model.depth=1".into(),
+        "model.dim=32".into(),
+        "model.mlp_dim=32".into(),
+        "model.heads=2".into(),
+        "batch_size=12".into(),
+    ];
+    let mut args = vec!["train".to_string(), "--out".into(), run.into(), "--quiet".into()];
+    for s in common.iter().map(String::as_str).chain(extra.iter().copied()) {
+        args.extend(["--set".to_string(), s.to_string()]);
+    }
+    args
+}
+
 #[test]
 fn train_eval_predict_end_to_end_on_a_generated_image_folder() {
     let dir = tempfile::tempdir().unwrap();
@@ -89,24 +110,8 @@ fn train_eval_predict_end_to_end_on_a_generated_image_folder() {
     let run = dir.path().join("run");
     let data_s = data.to_str().unwrap();
     let run_s = run.to_str().unwrap();
-    let sets: Vec<String> = [
-        format!("data.path={data_s}"),
-        "data.val_size=12".into(),
-        "model.image_size=16".into(),
-        "model.patch_size=4".into(),
-        "model.depth=1".into(),
-        "model.dim=32".into(),
-        "model.mlp_dim=32".into(),
-        "model.heads=2".into(),
-        "epochs=3".into(),
-        "batch_size=12".into(),
-        "optim.lr=3e-3".into(),
-    ]
-    .into_iter()
-    .flat_map(|s| ["--set".to_string(), s])
-    .collect();
-    let mut args = vec!["train", "--out", run_s, "--quiet"];
-    args.extend(sets.iter().map(String::as_str));
+    let args = train_args(run_s, data_s, &["epochs=3", "optim.lr=3e-3"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = vitlab(&args);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let summary: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
@@ -156,23 +161,7 @@ fn the_test_metrics_of_a_run_equal_eval_of_its_best_checkpoint_with_a_batchnorm_
     write_image_folder(&data, 24, 6);
     let run = dir.path().join("run");
     let (data_s, run_s) = (data.to_str().unwrap(), run.to_str().unwrap());
-    let sets = [
-        format!("data.path={data_s}"),
-        "data.val_size=12".into(),
-        "model.block=vit22b-code".into(),
-        "model.preset=paper".into(),
-        "model.image_size=16".into(),
-        "model.patch_size=4".into(),
-        "model.depth=1".into(),
-        "model.dim=32".into(),
-        "model.mlp_dim=32".into(),
-        "model.heads=2".into(),
-        "epochs=3".into(),
-        "max_steps=13".into(),
-        "batch_size=12".into(),
-    ];
-    let mut args = vec!["train".to_string(), "--out".into(), run_s.into(), "--quiet".into()];
-    args.extend(sets.iter().flat_map(|s| ["--set".to_string(), s.clone()]));
+    let args = train_args(run_s, data_s, &["model.block=vit22b-code", "model.preset=paper", "epochs=3", "max_steps=13"]);
     let out = vitlab(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let results: serde_json::Value =

@@ -341,38 +341,41 @@ struct Blocks {
     stab: Stability,
 }
 
+/// One [`Series`] per run with data; `points` gives a run's (step, value) points
+/// for the left and right panels (non-finite and non-positive values are dropped:
+/// the axes are logarithmic).
+fn series_per_run(r: &Report, points: impl Fn(&RunRecord) -> [Vec<(f64, f64)>; 2]) -> Vec<Series> {
+    let mut series = Vec::new();
+    for (ci, c) in r.cells.iter().enumerate() {
+        let mut first = true;
+        for &i in &c.runs {
+            let run: &RunRecord = &r.runs[i];
+            let [logit, grad] = points(run).map(|pts| {
+                let kept: Vec<(f64, f64)> = pts.into_iter().filter(|p| p.1.is_finite() && p.1 > 0.0).collect();
+                downsample(&kept, 1500)
+            });
+            if logit.is_empty() && grad.is_empty() {
+                continue;
+            }
+            series.push(Series {
+                cell: ci,
+                label: c.label.clone(),
+                first_of_cell: std::mem::replace(&mut first, false),
+                logit,
+                grad,
+                explosion: run.results.as_ref().and_then(|x| x.explosion.as_ref()).map(|e| e.step),
+            });
+        }
+    }
+    series
+}
+
 impl Blocks {
     fn new(r: &Report) -> Self {
-        let mut series = Vec::new();
-        for (ci, c) in r.cells.iter().enumerate() {
-            let mut first = true;
-            for &i in &c.runs {
-                let run: &RunRecord = &r.runs[i];
-                if run.blocks.is_empty() {
-                    continue;
-                }
-                let pick = |f: fn(&super::BlockStep) -> f64| -> Vec<(f64, f64)> {
-                    let pts: Vec<(f64, f64)> = run
-                        .blocks
-                        .iter()
-                        .map(|b| (b.step as f64, f(b)))
-                        .filter(|p| p.1.is_finite() && p.1 > 0.0)
-                        .collect();
-                    downsample(&pts, 1500)
-                };
-                series.push(Series {
-                    cell: ci,
-                    label: c.label.clone(),
-                    first_of_cell: std::mem::replace(&mut first, false),
-                    logit: pick(|b| b.top_rms),
-                    grad: pick(|b| b.max_attn_logit),
-                    explosion: run.results.as_ref().and_then(|x| x.explosion.as_ref()).map(|e| e.step),
-                });
-            }
-        }
+        let at = |run: &RunRecord, f: fn(&super::BlockStep) -> f64| run.blocks.iter().map(|b| (b.step as f64, f(b))).collect();
         Blocks {
             stab: Stability {
-                series,
+                series: series_per_run(r, |run| [at(run, |b| b.top_rms), at(run, |b| b.max_attn_logit)]),
                 logit_threshold: 0.0,
                 grad_threshold: 0.0,
                 titles: ["last block's output RMS", "max attention logit (all blocks)"],
@@ -383,33 +386,8 @@ impl Blocks {
 
 impl Stability {
     fn new(r: &Report) -> Self {
-        let mut series = Vec::new();
-        for (ci, c) in r.cells.iter().enumerate() {
-            let mut first = true;
-            for &i in &c.runs {
-                let run: &RunRecord = &r.runs[i];
-                if run.steps.is_empty() {
-                    continue;
-                }
-                let pick = |f: fn(&super::StepRow) -> f64| -> Vec<(f64, f64)> {
-                    let pts: Vec<(f64, f64)> = run
-                        .steps
-                        .iter()
-                        .map(|s| (s.step as f64, f(s)))
-                        .filter(|p| p.1.is_finite() && p.1 > 0.0)
-                        .collect();
-                    downsample(&pts, 1500)
-                };
-                series.push(Series {
-                    cell: ci,
-                    label: c.label.clone(),
-                    first_of_cell: std::mem::replace(&mut first, false),
-                    logit: pick(|s| s.max_logit),
-                    grad: pick(|s| s.max_grad),
-                    explosion: run.results.as_ref().and_then(|x| x.explosion.as_ref()).map(|e| e.step),
-                });
-            }
-        }
+        let at = |run: &RunRecord, f: fn(&super::StepRow) -> f64| run.steps.iter().map(|s| (s.step as f64, f(s))).collect();
+        let series = series_per_run(r, |run| [at(run, |s| s.max_logit), at(run, |s| s.max_grad)]);
         let first = r.cells.first();
         Stability {
             series,
