@@ -97,6 +97,21 @@ fn err<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
 }
 
+/// The series legend, in the same style on every figure.
+fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    position: SeriesLabelPosition,
+) -> DrawResult {
+    chart
+        .configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 13))
+        .draw()
+        .map_err(err)
+}
+
 /// A figure's drawing routine, for any plotters backend.
 trait Draw {
     fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> DrawResult;
@@ -292,15 +307,7 @@ impl Draw for Accuracy {
                     .map_err(err)?;
             }
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 14))
-            .draw()
-            .map_err(err)?;
-        Ok(())
+        legend(&mut chart, SeriesLabelPosition::UpperRight)
     }
 }
 
@@ -323,7 +330,7 @@ struct Series {
     first_of_cell: bool,
     logit: Vec<(f64, f64)>,
     grad: Vec<(f64, f64)>,
-    /// (step, last finite logit, last finite grad) for exploded runs.
+    /// The step at which the run exploded, if it did.
     explosion: Option<u64>,
 }
 
@@ -407,7 +414,7 @@ impl Stability {
         title: &str,
         pick: fn(&Series) -> &Vec<(f64, f64)>,
         threshold: f64,
-        legend: bool,
+        show_legend: bool,
     ) -> DrawResult {
         let all: Vec<(f64, f64)> = self.series.iter().flat_map(|s| pick(s).iter().copied()).collect();
         let max_x = all.iter().map(|p| p.0).fold(1.0, f64::max);
@@ -436,7 +443,7 @@ impl Stability {
         for s in &self.series {
             let c = color(s.cell);
             let drawn = chart.draw_series(LineSeries::new(pick(s).iter().copied(), c.stroke_width(1))).map_err(err)?;
-            if legend && s.first_of_cell {
+            if show_legend && s.first_of_cell {
                 drawn.label(s.label.clone()).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3)));
             }
             if let Some(step) = s.explosion {
@@ -451,15 +458,8 @@ impl Stability {
                 .label(format!("explosion threshold {}", log_label(threshold)))
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK.stroke_width(2)));
         }
-        if legend || threshold > 0.0 {
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::LowerRight)
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .label_font(("sans-serif", 13))
-                .draw()
-                .map_err(err)?;
+        if show_legend || threshold > 0.0 {
+            legend(&mut chart, SeriesLabelPosition::LowerRight)?;
         }
         Ok(())
     }
@@ -539,20 +539,6 @@ impl Curves {
         !self.series.is_empty()
     }
 
-    fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
-        chart: &mut ChartContext<'a, DB, CT>,
-        position: SeriesLabelPosition,
-    ) -> DrawResult {
-        chart
-            .configure_series_labels()
-            .position(position)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 13))
-            .draw()
-            .map_err(err)
-    }
-
     fn loss_panel<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> DrawResult {
         let all: Vec<(f64, f64)> = self.series.iter().flat_map(|s| s.loss.iter().copied()).collect();
         let max_x = all.iter().map(|p| p.0).fold(1.0, f64::max);
@@ -594,7 +580,7 @@ impl Curves {
                             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3)));
                     }
                 }
-                Self::legend(&mut chart, SeriesLabelPosition::UpperRight)
+                legend(&mut chart, SeriesLabelPosition::UpperRight)
             }};
         }
         if hi > 20.0 * lo {
@@ -639,7 +625,7 @@ impl Curves {
             }
         }
         if labelled {
-            Self::legend(&mut chart, SeriesLabelPosition::LowerRight)?;
+            legend(&mut chart, SeriesLabelPosition::LowerRight)?;
         }
         Ok(())
     }
