@@ -341,8 +341,7 @@ pub fn check_same_config(run: &RunDir, planned: &ExperimentConfig) -> Result<()>
     }
     let saved = ExperimentConfig::load(Some(&path), &[])?;
     let flat = |c: &ExperimentConfig| -> std::collections::BTreeMap<String, String> {
-        let table: toml::Table = toml::from_str(&c.to_toml()).expect("config round-trips");
-        crate::report::flatten(&table)
+        crate::report::flatten_config(c)
             .into_iter()
             .filter(|(k, _)| !CHANGEABLE.contains(&k.as_str()) && !k.starts_with("checkpoint."))
             .collect()

@@ -30,6 +30,15 @@ pub fn command_line() -> String {
         .join(" ")
 }
 
+/// Says in the report how many runs a sweep under `dirs` planned and has not started.
+pub fn note_not_started(r: &mut Report, dirs: &[PathBuf]) -> vitlab::Result<()> {
+    let pending = report::not_started(dirs)?;
+    if !pending.is_empty() {
+        r.notes.push(format!("{} planned runs of the sweep have not started yet.", pending.len()));
+    }
+    Ok(())
+}
+
 pub fn run(args: Args) -> vitlab::Result<()> {
     let runs = report::load_runs(&args.dirs)?;
     if runs.is_empty() {
@@ -40,10 +49,7 @@ pub fn run(args: Args) -> vitlab::Result<()> {
     }
     let baseline = args.baseline.as_deref().map(report::parse_baseline).transpose()?;
     let mut r = Report::build(&args.title, runs, baseline)?;
-    let pending = report::not_started(&args.dirs)?;
-    if !pending.is_empty() {
-        r.notes.push(format!("{} planned runs of the sweep have not started yet.", pending.len()));
-    }
+    note_not_started(&mut r, &args.dirs)?;
     r.notes.push(format!("Regenerate with `{}`.", command_line()));
     let written = r.write(&args.out)?;
     for p in written {

@@ -100,10 +100,7 @@ pub fn write_report(input: &Path, out: &Path, title: &str, baseline: Option<&str
         }
         Err(e) => return Err(e),
     };
-    let pending = report::not_started(&[input.to_path_buf()])?;
-    if !pending.is_empty() {
-        r.notes.push(format!("{} planned runs have not started yet.", pending.len()));
-    }
+    super::report::note_not_started(&mut r, &[input.to_path_buf()])?;
     r.notes.push(format!(
         "Made by `{}`; regenerate the report alone with `vitlab report {} --out {} --title '{title}'{}`.",
         super::report::command_line(),

@@ -180,22 +180,27 @@ pub fn flatten(table: &toml::Table) -> BTreeMap<String, String> {
     out
 }
 
-fn flatten_config(config: &ExperimentConfig) -> BTreeMap<String, String> {
+/// Leaf keys of a resolved config, as [`flatten`] gives them.
+pub(crate) fn flatten_config(config: &ExperimentConfig) -> BTreeMap<String, String> {
     let table: toml::Table = toml::from_str(&config.to_toml()).expect("config round-trips");
     flatten(&table)
+}
+
+/// Whether `run` is a run directory: a config and something a run leaves behind
+/// (results, an error, a checkpoint, or steps.csv: a run that started but has no
+/// checkpoint yet is an unfinished run).
+fn is_run(run: &RunDir) -> bool {
+    run.config().exists()
+        && (run.results().exists() || run.root.join("error.txt").exists() || run.latest().exists() || run.steps().exists())
 }
 
 /// Loads one run directory (`None` if it is not one).
 pub fn load_run(dir: &Path, name: String) -> Result<Option<RunRecord>> {
     let run = RunDir::new(dir);
-    if !run.config().exists() {
+    if !is_run(&run) {
         return Ok(None);
     }
     let has_error = dir.join("error.txt").exists();
-    // a run that started (steps.csv) but has no checkpoint yet is an unfinished run
-    if !run.results().exists() && !has_error && !run.latest().exists() && !run.steps().exists() {
-        return Ok(None);
-    }
     let config = ExperimentConfig::load(Some(&run.config()), &[])?;
     let results: Option<Results> = if run.results().exists() {
         let text = fs::read_to_string(run.results()).map_err(|e| Error::io(run.results(), e))?;
@@ -290,8 +295,7 @@ pub fn not_started(roots: &[PathBuf]) -> Result<Vec<String>> {
         for d in dirs {
             if let Some(m) = Manifest::read(&d)? {
                 for r in &m.runs {
-                    let run = RunDir::new(d.join(&r.dir));
-                    if !run.config().exists() || load_run(&run.root, String::new())?.is_none() {
+                    if !is_run(&RunDir::new(d.join(&r.dir))) {
                         out.push(d.join(&r.dir).display().to_string());
                     }
                 }
