@@ -9,11 +9,11 @@
 #                                # wd 1e-4, batch 32, constant LR)
 #   tools/studies.sh stabilizers # the same, then the stabilisers on seeds 1-2 as well
 #   tools/studies.sh ablation    # vit, vit22b, vit22b-ln, vit22b-code x 3 seeds, modern recipe,
-#                                # budget: 4 epochs over a 15,000-image class-stratified subset
+#                                # budget: 3 epochs over a 10,000-image class-stratified subset
 #   tools/studies.sh reports     # both reports into docs/results/
 #
 # Budgets are what this 2-core machine affords (~69 img/s for ViT-Tiny/4 on tch): a stability run
-# is ~13 min, an ablation run ~16 min. VITLAB: the binary (default: a copy of
+# is ~13 min, an ablation run ~8 min. VITLAB: the binary (default: a copy of
 # target-tch/debug/vitlab in runs/bin, so rebuilding does not change a running study).
 # Needs the tch build and torch's lib folder (README, "LibTorch backend").
 set -euo pipefail
@@ -58,8 +58,8 @@ ablation)
     shift
     exec nice -n 10 "$VITLAB" sweep --config configs/modern-cifar10.toml \
         --grid 'model.block=vit,vit22b,vit22b-ln,vit22b-code' --seeds 3 \
-        --set backend=tch --set epochs=4 --set data.limit=15000 --set data.val_size=2000 \
-        --set schedule.warmup_epochs=0.4 --set checkpoint.every_steps=100 \
+        --set backend=tch --set epochs=3 --set data.limit=10000 --set data.val_size=2000 \
+        --set schedule.warmup_epochs=0.3 --set checkpoint.every_steps=100 \
         --out runs/ablation --report --quiet "$@"
     ;;
 reports)
