@@ -63,9 +63,12 @@ ablation)
         --out runs/ablation --report --quiet "$@"
     ;;
 reports)
-    [ -d runs/ablation ] || { echo "runs/ablation: not run yet (tools/studies.sh ablation)" >&2; }
-    [ -d runs/ablation ] && "$VITLAB" report runs/ablation --out docs/results/ablation-tiny4-cifar10 --baseline 'model.block=vit' \
-        --title 'ViT-Tiny/4 on CIFAR-10: vit vs vit22b vs vit22b-ln vs vit22b-code, 3 seeds'
+    if [ -d runs/ablation ]; then
+        "$VITLAB" report runs/ablation --out docs/results/ablation-tiny4-cifar10 --baseline 'model.block=vit' \
+            --title 'ViT-Tiny/4 on CIFAR-10: vit vs vit22b vs vit22b-ln vs vit22b-code, 3 seeds'
+    else
+        echo "runs/ablation: not run yet (tools/studies.sh ablation)" >&2
+    fi
     "$VITLAB" report runs/stability --out docs/results/stability-tiny4-cifar10 --baseline 'model.block=vit' \
         --title 'Training stability, ViT-Tiny/4 on CIFAR-10, paper recipe (AdamW 1e-3, batch 32)'
     ;;

@@ -529,7 +529,7 @@ fn run_one(plan: &Plan, i: usize, options: &SweepOptions, threads: usize) -> Run
     };
     let outcome = match result {
         Ok(r) => {
-            let _ = fs::remove_file(run.root.join("error.txt"));
+            let _ = fs::remove_file(run.error());
             RunOutcome {
                 dir: planned.dir.clone(),
                 cell: planned.cell.clone(),
@@ -546,7 +546,7 @@ fn run_one(plan: &Plan, i: usize, options: &SweepOptions, threads: usize) -> Run
         Err(e) => {
             let message = e.to_string();
             let _ = fs::create_dir_all(&run.root);
-            let _ = fs::write(run.root.join("error.txt"), format!("{message}\n"));
+            let _ = fs::write(run.error(), format!("{message}\n"));
             RunOutcome {
                 dir: planned.dir.clone(),
                 cell: planned.cell.clone(),

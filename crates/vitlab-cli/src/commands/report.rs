@@ -44,7 +44,7 @@ pub fn run(args: Args) -> vitlab::Result<()> {
     if runs.is_empty() {
         return Err(vitlab::Error::config(
             "DIRS",
-            "no run directories found (a run directory holds config.toml and results.json, error.txt or a checkpoint)",
+            "no run directories found (a run directory holds config.toml and results.json, error.txt, a checkpoint or steps.csv)",
         ));
     }
     let baseline = args.baseline.as_deref().map(report::parse_baseline).transpose()?;

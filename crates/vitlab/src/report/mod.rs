@@ -191,7 +191,7 @@ pub(crate) fn flatten_config(config: &ExperimentConfig) -> BTreeMap<String, Stri
 /// checkpoint yet is an unfinished run).
 fn is_run(run: &RunDir) -> bool {
     run.config().exists()
-        && (run.results().exists() || run.root.join("error.txt").exists() || run.latest().exists() || run.steps().exists())
+        && (run.results().exists() || run.error().exists() || run.latest().exists() || run.steps().exists())
 }
 
 /// Loads one run directory (`None` if it is not one).
@@ -200,7 +200,6 @@ pub fn load_run(dir: &Path, name: String) -> Result<Option<RunRecord>> {
     if !is_run(&run) {
         return Ok(None);
     }
-    let has_error = dir.join("error.txt").exists();
     let config = ExperimentConfig::load(Some(&run.config()), &[])?;
     let results: Option<Results> = if run.results().exists() {
         let text = fs::read_to_string(run.results()).map_err(|e| Error::io(run.results(), e))?;
@@ -211,8 +210,8 @@ pub fn load_run(dir: &Path, name: String) -> Result<Option<RunRecord>> {
     } else {
         None
     };
-    let error = if results.is_none() && has_error {
-        fs::read_to_string(dir.join("error.txt")).ok().map(|s| s.trim().to_string())
+    let error = if results.is_none() {
+        fs::read_to_string(run.error()).ok().map(|s| s.trim().to_string())
     } else {
         None
     };

@@ -71,6 +71,10 @@ impl RunDir {
     pub fn results(&self) -> PathBuf {
         self.root.join("results.json")
     }
+    /// Why a sweep's run failed (written by the sweep, removed when the run succeeds).
+    pub fn error(&self) -> PathBuf {
+        self.root.join("error.txt")
+    }
 
     pub fn create(&self) -> Result<()> {
         fs::create_dir_all(self.checkpoints()).map_err(|e| Error::io(self.checkpoints(), e))
