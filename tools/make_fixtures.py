@@ -50,6 +50,7 @@ import zlib
 import numpy as np
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from safetensors.torch import load_file
 
 VARIANTS = ("vit", "vit22b", "vit22b-ln", "vit22b-code", "vit22b-nonorm")
@@ -793,6 +794,127 @@ def make_paper_code_fixture(out_dir, name, is22b):
     return write(out_dir, name, t, dict(config=cfg_json(cfg), weights="stored", layout="paper-code"))
 
 
+# ---------------------------------------------------------------------------
+# ViTUnet (SPEC §4, docs/MODELS.md "ViTUnet"), written from the SPEC's text
+# with PyTorch's own ops: nn.functional.interpolate for the width changes,
+# reflection padding, instance_norm.
+# ---------------------------------------------------------------------------
+
+
+class UnetStage(nn.Module):
+    def __init__(self, n_blocks, **block):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block(**block) for _ in range(n_blocks))
+
+    def forward(self, x):
+        for blk in self.blocks:
+            x = blk(x)
+        return x
+
+
+class PadConv(nn.Module):
+    """Reflection-pad 1, then a 3x3 convolution."""
+
+    def __init__(self, c_in, c_out):
+        super().__init__()
+        self.conv = nn.Conv2d(c_in, c_out, 3)
+
+    def forward(self, x):
+        return self.conv(F.pad(x, (1, 1, 1, 1), mode="reflect"))
+
+
+def _in_relu(x):
+    return F.relu(F.instance_norm(x, eps=1e-5))
+
+
+class ResBlock(nn.Module):
+    def __init__(self, ch):
+        super().__init__()
+        self.conv1 = PadConv(ch, ch)
+        self.conv2 = PadConv(ch, ch)
+
+    def forward(self, x):
+        return x + F.instance_norm(self.conv2(_in_relu(self.conv1(x))), eps=1e-5)
+
+
+class Refiner(nn.Module):
+    def __init__(self, c_in, width, n_res, c_out):
+        super().__init__()
+        self.in1, self.in2 = PadConv(c_in, width), PadConv(width, 2 * width)
+        self.res = nn.ModuleList(ResBlock(2 * width) for _ in range(n_res))
+        self.out1, self.out2 = PadConv(2 * width, width), PadConv(width, c_out)
+
+    def forward(self, x):
+        x = _in_relu(self.in2(_in_relu(self.in1(x))))
+        for blk in self.res:
+            x = blk(x)
+        return torch.tanh(self.out2(_in_relu(self.out1(x))))
+
+
+class ViTUnet(nn.Module):
+    def __init__(self, variant, depth, dim, mlp_dim, heads, image_size, patch_size, channels=3,
+                 refiner_width=64, qkv_bias=None, attn_scale="head", norm_eps=1e-6, norm_center=True):
+        super().__init__()
+        if depth % 6 or dim % 8 or mlp_dim % 8 or (dim // 8) % heads or image_size % patch_size:
+            raise ValueError("invalid ViTUnet configuration")
+        self.patch_size, self.channels = patch_size, channels
+        n = (image_size // patch_size) ** 2
+        self.patch_embed = nn.Linear(patch_size * patch_size * channels, dim)
+        self.pos_embed = nn.Parameter(torch.zeros(1, n, dim))
+
+        def stage(div):
+            return UnetStage(depth // 6, variant=variant, dim=dim // div, mlp_dim=mlp_dim // div,
+                             heads=heads, qkv_bias=qkv_bias, attn_scale=attn_scale,
+                             norm_eps=norm_eps, norm_center=norm_center)
+
+        self.encoder = nn.ModuleList(stage(d) for d in (1, 2, 4))
+        self.bottleneck = stage(8)
+        self.decoder = nn.ModuleList(stage(d) for d in (4, 2, 1))
+        self.out_proj = nn.Linear(dim, patch_size * patch_size * channels)
+        self.refiner = Refiner(4 * channels, refiner_width, depth // 3, channels)
+
+    def forward(self, img):
+        B, C, H, W = img.shape
+        p = self.patch_size
+        x = img.reshape(B, C, H // p, p, W // p, p).permute(0, 2, 4, 3, 5, 1)
+        x = self.patch_embed(x.reshape(B, (H // p) * (W // p), p * p * C)) + self.pos_embed
+        skips = []
+        for i, st in enumerate(self.encoder):
+            if i > 0:
+                x = F.interpolate(x, scale_factor=0.5, mode="nearest")
+            x = st(x)
+            skips.append(x)
+        x = self.bottleneck(F.interpolate(x, scale_factor=0.5, mode="nearest"))
+        for st in self.decoder:
+            x = st(torch.cat([F.interpolate(x, scale_factor=2.0, mode="nearest"), skips.pop()], dim=1))
+        y = self.out_proj(x)  # [B, 4N, p*p*C]; token k*N + n is patch n of image k
+        y = y.reshape(B * 4, H // p, W // p, p, p, C).permute(0, 5, 1, 3, 2, 4)
+        return self.refiner(y.reshape(B, 4 * C, H, W))
+
+
+def make_vitunet_fixture(out_dir, name, variant):
+    torch.manual_seed(seed_of(name))
+    cfg = dict(kind="vitunet", variant=variant, depth=6, dim=32, mlp_dim=64, heads=2,
+               image_size=8, patch_size=2, channels=3, refiner_width=4,
+               qkv_bias=(variant == "vit"), attn_scale="head", norm_eps=1e-6, norm_center=True)
+    kw = {k: v for k, v in cfg.items() if k != "kind"}
+    model = ViTUnet(**kw)
+    randomise(model)
+    x = 2 * torch.rand(2, cfg["channels"], cfg["image_size"], cfg["image_size"]) - 1
+    t = run_reference(model, x, True, name)
+    return write(out_dir, name, t, dict(config=cfg_json(cfg), weights="stored"))
+
+
+def vitunet_param_counts() -> dict:
+    """The paper's generators (depth 12, D 384, M 1536, 6 heads, 256 px, patch 16, refiner 64)."""
+    counts = {}
+    for name, variant in (("vitunet", "vit"), ("vit22bunet", "vit22b")):
+        with torch.device("meta"):
+            model = ViTUnet(variant, 12, 384, 1536, 6, 256, 16, qkv_bias=(variant == "vit"))
+        counts[name] = sum(p.numel() for p in model.parameters())
+    return counts
+
+
 def make_det_check(out_dir):
     t = {k: torch.from_numpy(det_values(k, s)) for k, s in [
         ("blocks.0.attn.qkv.weight", (6, 4)),
@@ -827,6 +949,7 @@ def make_param_counts(out_dir):
     for size, m in expected.items():
         got = result["paper"]["counts"]["vit"][size]
         assert round(got / 1e6, 2) == m, f"paper vit {size}: {got} params, expected {m}M"
+    result["generators"] = vitunet_param_counts()
     path = os.path.join(out_dir, "param_counts.json")
     with open(path, "w") as f:
         json.dump(result, f, indent=2)
@@ -864,6 +987,8 @@ def main():
     paths.append(make_paper_code_fixture(out, "paper_code_vit", is22b=False))
     paths.append(make_paper_code_fixture(out, "paper_code_vit22b", is22b=True))
     paths.append(make_paper_code_v1_fixture(out))
+    for v in ("vit", "vit22b"):
+        paths.append(make_vitunet_fixture(out, f"vitunet_{v}", v))
     pc_path, pc = make_param_counts(out)
     paths.append(pc_path)
 

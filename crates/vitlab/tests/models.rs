@@ -8,7 +8,9 @@ use std::path::Path;
 use burn::tensor::{Device, Distribution, Tensor};
 use common::{fixture_path, host};
 use vitlab::models::weights::{collect, load_file, read_safetensors, save_file, Layout};
-use vitlab::models::{param_count, BlockVariant, HeadKind, ModelConfig, Pool, Preset, Size, Vit};
+use vitlab::models::{
+    param_count, BlockVariant, HeadKind, ModelConfig, Pool, Preset, Size, Vit, VitUnet, VitUnetConfig,
+};
 use vitlab::Error;
 
 fn device() -> Device {
@@ -225,4 +227,94 @@ fn a_file_that_is_not_safetensors_is_an_error_naming_it() {
         .unwrap_err()
         .to_string();
     assert!(missing.contains("/nonexistent/x.safetensors"), "{missing}");
+}
+
+/// A small generator: 16 px in patches of 4, width 32, 2 heads, one block per stage.
+fn small_unet(block: BlockVariant) -> VitUnetConfig {
+    VitUnetConfig {
+        depth: 6,
+        dim: 32,
+        mlp_dim: 64,
+        heads: 2,
+        refiner_width: 8,
+        ..VitUnetConfig::paper(block)
+    }
+    .with_image(16, 4)
+}
+
+fn held_params<M: burn::module::Module>(m: &M) -> usize {
+    collect(m).values().map(|t| t.data.len()).sum()
+}
+
+/// The paper's generators hold exactly as many parameters as the PyTorch reference.
+#[test]
+fn generator_parameter_counts_equal_pytorchs() {
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture_path("param_counts.json")).unwrap()).unwrap();
+    for (name, config) in [("vitunet", VitUnetConfig::vitunet()), ("vit22bunet", VitUnetConfig::vit22bunet())] {
+        let expected = json["generators"][name].as_u64().unwrap() as usize;
+        let model = VitUnet::new(&config, &device()).unwrap();
+        assert_eq!(held_params(&model), expected, "{name}");
+        assert_eq!(config.param_count(), expected, "{name}");
+    }
+    // The analytic count equals the built module for every block variant and other sizes.
+    for &block in BlockVariant::ALL {
+        let c = small_unet(block);
+        assert_eq!(c.param_count(), held_params(&VitUnet::new(&c, &device()).unwrap()), "{block}");
+    }
+}
+
+/// Every block variant: images in, images of the same shape out, inside (-1, 1);
+/// the U-Net's last stage holds 4N tokens at width D.
+#[test]
+fn the_generator_maps_images_to_images_of_the_same_shape() {
+    let device = device();
+    for &block in BlockVariant::ALL {
+        let c = small_unet(block);
+        let model = VitUnet::new(&c, &device).unwrap();
+        let x = images(2, 16, &device).clamp(-1.0, 1.0);
+        assert_eq!(model.tokens(x.clone()).dims(), [2, 4 * 16, 32], "{block}");
+        let y = host(model.forward(x));
+        assert_eq!(y.shape, vec![2, 3, 16, 16], "{block}");
+        assert!(y.data.iter().all(|v| v.is_finite() && v.abs() < 1.0), "{block}");
+    }
+}
+
+#[test]
+fn generator_weights_round_trip_under_pytorch_names() {
+    let device = device();
+    let c = small_unet(BlockVariant::Vit22b);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g.safetensors");
+    let a = VitUnet::new(&c, &device).unwrap();
+    save_file(&a, &path, Default::default()).unwrap();
+    let (map, _) = read_safetensors(&path).unwrap();
+    assert_eq!(map["patch_embed.weight"].shape, vec![32, 48]);
+    assert_eq!(map["bottleneck.blocks.0.attn.qkv.weight"].shape, vec![12, 4]);
+    assert_eq!(map["decoder.2.blocks.0.mlp.fc1.weight"].shape, vec![64, 32]);
+    assert_eq!(map["out_proj.weight"].shape, vec![48, 32]);
+    assert_eq!(map["refiner.in1.conv.weight"].shape, vec![8, 12, 3, 3]);
+    assert_eq!(map["refiner.res.1.conv2.conv.weight"].shape, vec![16, 16, 3, 3]);
+    let (b, layout) = load_file(VitUnet::new(&c, &device).unwrap(), &path).unwrap();
+    assert_eq!(layout, Layout::Vitlab);
+    let x = images(1, 16, &device);
+    assert_eq!(host(a.forward(x.clone())), host(b.forward(x)));
+}
+
+#[test]
+fn invalid_generator_configurations_name_the_field() {
+    let device = device();
+    let cases: [(&str, fn(&mut VitUnetConfig)); 5] = [
+        ("generator.depth", |c| c.depth = 8),
+        ("generator.dim", |c| c.dim = 36),
+        ("generator.heads", |c| c.heads = 3),
+        ("generator.image_size", |c| c.image_size = 18),
+        ("generator.refiner_width", |c| c.refiner_width = 0),
+    ];
+    for (field, break_it) in cases {
+        let mut c = small_unet(BlockVariant::Vit);
+        break_it(&mut c);
+        let msg = VitUnet::new(&c, &device).unwrap_err().to_string();
+        assert!(msg.contains(field), "{field}: {msg}");
+    }
 }

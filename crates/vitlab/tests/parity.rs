@@ -11,7 +11,9 @@ use vitlab::models::weights::{
     apply, apply_deterministic, collect_grads, deterministic_values, load_file, write_safetensors,
     Layout,
 };
-use vitlab::models::{AttnScale, Block, BlockConfig, HeadKind, Init, ModelConfig, Pool, Vit};
+use vitlab::models::{
+    AttnScale, Block, BlockConfig, HeadKind, Init, ModelConfig, Pool, Vit, VitUnet, VitUnetConfig,
+};
 
 const OUT_TOL: f64 = 1e-4;
 const GRAD_TOL: f64 = 1e-3;
@@ -107,6 +109,41 @@ fn check_forward_backward<M: Module, const D: usize, const O: usize>(
     let params = actual.len();
     assert_eq!(checked, params, "{what}: every parameter's gradient is compared");
     assert!(checked > 0);
+}
+
+fn vitunet_config(f: &Fixture) -> VitUnetConfig {
+    VitUnetConfig {
+        block: f.str("variant").parse().unwrap(),
+        depth: f.usize("depth"),
+        dim: f.usize("dim"),
+        mlp_dim: f.usize("mlp_dim"),
+        heads: f.usize("heads"),
+        image_size: f.usize("image_size"),
+        patch_size: f.usize("patch_size"),
+        channels: f.usize("channels"),
+        refiner_width: f.usize("refiner_width"),
+        qkv_bias: f.bool("qkv_bias"),
+        attn_scale: f.str("attn_scale").parse().unwrap(),
+        norm_eps: f.f64("norm_eps"),
+        norm_center: f.bool("norm_center"),
+        init: Init::Timm,
+    }
+}
+
+/// The generator: its transformer U-Net (width halving and doubling, skips along
+/// the token axis, the 4-image regrouping) and its CNN refiner (reflection
+/// padding, convolutions, InstanceNorm, residual blocks, tanh), in training
+/// (autodiff) and in inference.
+fn check_vitunet(name: &str) {
+    let f = Fixture::load(name);
+    let config = vitunet_config(&f);
+    for (backend, device) in backends() {
+        let model = VitUnet::new(&config, &device).unwrap();
+        check_forward_backward(&f, backend.name(), &device, model, |m, x: Tensor<4>| m.forward(x));
+        let model = with_weights(&f, VitUnet::new(&config, &device).unwrap());
+        let out = model.forward(tensor(f.get("input"), &device));
+        assert_close(&format!("{name} [{backend}] inference output"), &host(out), f.get("output"), OUT_TOL);
+    }
 }
 
 fn check_block(name: &str) {
@@ -212,6 +249,16 @@ fn model_vit22b_nonorm_paper() {
 #[test]
 fn model_tiny_vit_32px_patch4() {
     check_model("model_tiny_vit");
+}
+
+#[test]
+fn vitunet_with_vit_blocks() {
+    check_vitunet("vitunet_vit");
+}
+
+#[test]
+fn vitunet_with_vit22b_blocks() {
+    check_vitunet("vitunet_vit22b");
 }
 
 #[test]

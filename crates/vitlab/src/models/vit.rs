@@ -39,6 +39,23 @@ impl BlockConfig {
         }
     }
 
+    /// Exact parameter count of one block.
+    pub fn param_count(&self) -> usize {
+        let (d, m) = (self.dim, self.mlp_dim);
+        let affine = self.affine();
+        let hd = d / self.heads;
+        let attn = lin(d, 3 * d, self.qkv_bias) + lin(d, d, true);
+        let mlp = lin(d, m, true) + lin(m, d, true);
+        match self.variant {
+            BlockVariant::Vit => attn + mlp + 2 * norm(d, affine),
+            BlockVariant::Vit22b => attn + mlp + norm(d, affine) + 2 * norm(hd, affine),
+            BlockVariant::Vit22bLn => attn + mlp + 2 * norm(d, affine) + 2 * norm(hd, affine),
+            BlockVariant::Vit22bCode => attn + mlp,
+            // Fused in-projection, MLP hidden layer, fused out-projection; no norm parameters.
+            BlockVariant::Vit22bNoNorm => lin(d, 4 * d, self.qkv_bias) + lin(d, m, true) + lin(d + m, d, true),
+        }
+    }
+
     fn scale(&self) -> f64 {
         match self.attn_scale {
             AttnScale::Head => ((self.dim / self.heads) as f64).powf(-0.5),
@@ -340,34 +357,31 @@ impl Vit {
     }
 }
 
+fn lin(i: usize, o: usize, bias: bool) -> usize {
+    i * o + if bias { o } else { 0 }
+}
+
+fn norm(n: usize, affine: Affine) -> usize {
+    match affine {
+        Affine::Full => 2 * n,
+        Affine::Scale => n,
+        Affine::None => 0,
+    }
+}
+
 /// Exact parameter count of a configuration (trainable parameters, as PyTorch's
 /// `sum(p.numel() for p in model.parameters())`), without building the model.
 pub fn param_count(c: &ModelConfig) -> usize {
     let (d, m, k) = (c.dim, c.mlp_dim, c.num_classes);
-    let lin = |i: usize, o: usize, bias: bool| i * o + if bias { o } else { 0 };
-    let norm = |n: usize, affine: Affine| match affine {
-        Affine::Full => 2 * n,
-        Affine::Scale => n,
-        Affine::None => 0,
-    };
-    let affine = BlockConfig::from_model(c).affine();
-    let hd = c.head_dim();
-    let attn = lin(d, 3 * d, c.qkv_bias) + lin(d, d, true);
-    let mlp = lin(d, m, true) + lin(m, d, true);
-    let block = match c.block {
-        BlockVariant::Vit => attn + mlp + 2 * norm(d, affine),
-        BlockVariant::Vit22b => attn + mlp + norm(d, affine) + 2 * norm(hd, affine),
-        BlockVariant::Vit22bLn => attn + mlp + 2 * norm(d, affine) + 2 * norm(hd, affine),
-        BlockVariant::Vit22bCode => attn + mlp,
-        // Fused in-projection, MLP hidden layer, fused out-projection; no norm parameters.
-        BlockVariant::Vit22bNoNorm => lin(d, 4 * d, c.qkv_bias) + lin(d, m, true) + lin(d + m, d, true),
-    };
+    let block_config = BlockConfig::from_model(c);
+    let affine = block_config.affine();
+    let block = block_config.param_count();
     let stem = lin(c.patch_size * c.patch_size * c.channels, d, true)
         + c.num_tokens() * d
         + if c.pool == Pool::Cls { d } else { 0 };
     let final_norm = if c.final_norm { norm(d, affine) } else { 0 };
     let map = if c.pool == Pool::Map {
-        d + lin(d, d, true) + lin(d, 2 * d, true) + lin(d, d, true) + 2 * d + mlp
+        d + lin(d, d, true) + lin(d, 2 * d, true) + lin(d, d, true) + 2 * d + lin(d, m, true) + lin(m, d, true)
     } else {
         0
     };
