@@ -45,6 +45,22 @@ fn models_csv_and_json_give_exact_integers() {
     assert_eq!(small["heads"], 6);
 }
 
+/// The generators at the paper's 256 px / patch 16 (counts from tools/make_fixtures.py's PyTorch reference).
+#[test]
+fn models_generators_lists_the_vitunets() {
+    let csv = stdout(&vitlab(&["models", "--generators", "--format", "csv"]));
+    assert_eq!(
+        csv,
+        "generator,block,depth,width,mlp,heads,refiner,params\n\
+         vitunet,vit,12,384,1536,6,4x128,11407523\n\
+         vit22bunet,vit22b,12,384,1536,6,4x128,11391747\n"
+    );
+    let out = vitlab(&["models", "--generators", "--image-size", "100"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("generator.image_size") && err.contains("patch size 16"), "{err}");
+}
+
 #[test]
 fn a_bad_image_size_exits_non_zero_with_a_clear_message() {
     let out = vitlab(&["models", "--image-size", "30", "--patch-size", "4"]);

@@ -1,17 +1,17 @@
 //! `vitlab models`: the model zoo as a table.
 
-use vitlab::models::{param_count, BlockVariant, ModelConfig, Preset, Size};
+use vitlab::models::{param_count, BlockVariant, ModelConfig, Preset, Size, VitUnetConfig};
 
 use super::{parse_named, render_table, Format};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Input image size in pixels (square).
-    #[arg(long, default_value_t = 32)]
-    image_size: usize,
-    /// Patch size in pixels.
-    #[arg(long, default_value_t = 4)]
-    patch_size: usize,
+    /// Input image size in pixels (square) [default: 32, generators 256].
+    #[arg(long)]
+    image_size: Option<usize>,
+    /// Patch size in pixels [default: 4, generators 16].
+    #[arg(long)]
+    patch_size: Option<usize>,
     /// Number of classes of the head.
     #[arg(long, default_value_t = 10)]
     num_classes: usize,
@@ -20,6 +20,10 @@ pub struct Args {
     preset: Preset,
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
+    /// List the image-to-image generators (ViTUnet, SPEC §4) instead of the
+    /// classifiers; `--image-size` and `--patch-size` then default to 256 and 16.
+    #[arg(long)]
+    generators: bool,
 }
 
 /// "5.67M" style, as the paper's Table 1.
@@ -28,12 +32,16 @@ fn human(n: usize) -> String {
 }
 
 pub fn run(args: Args) -> vitlab::Result<()> {
+    if args.generators {
+        return generators(&args);
+    }
+    let (image_size, patch_size) = (args.image_size.unwrap_or(32), args.patch_size.unwrap_or(4));
     let mut rows = Vec::new();
     for &block in BlockVariant::ALL {
         for &size in Size::ALL {
             let config = ModelConfig::new(block, size)
                 .with_preset(args.preset)
-                .with_image(args.image_size, args.patch_size)
+                .with_image(image_size, patch_size)
                 .with_classes(args.num_classes);
             config.validate()?;
             rows.push((config, size));
@@ -58,7 +66,7 @@ pub fn run(args: Args) -> vitlab::Result<()> {
                 .collect();
             println!(
                 "preset {}, {} px, patch {}, {} classes",
-                args.preset, args.image_size, args.patch_size, args.num_classes
+                args.preset, image_size, patch_size, args.num_classes
             );
             println!("{}", render_table(&header, &table));
         }
@@ -82,6 +90,52 @@ pub fn run(args: Args) -> vitlab::Result<()> {
                         "num_classes": c.num_classes, "preset": args.preset,
                     })
                 })
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&list).expect("json"));
+        }
+    }
+    Ok(())
+}
+
+/// The paper's generators.
+fn generators(args: &Args) -> vitlab::Result<()> {
+    let (image, patch) = (args.image_size.unwrap_or(256), args.patch_size.unwrap_or(16));
+    let mut rows = Vec::new();
+    for (name, config) in [("vitunet", VitUnetConfig::vitunet()), ("vit22bunet", VitUnetConfig::vit22bunet())] {
+        let config = config.with_image(image, patch);
+        config.validate()?;
+        let params = config.param_count();
+        rows.push((name, config, params));
+    }
+    let header = ["generator", "block", "depth", "width", "mlp", "heads", "refiner", "params"];
+    let fields = |(name, c, params): &(&str, VitUnetConfig, usize), params_text: String| {
+        vec![
+            name.to_string(),
+            c.block.to_string(),
+            c.depth.to_string(),
+            c.dim.to_string(),
+            c.mlp_dim.to_string(),
+            c.heads.to_string(),
+            format!("{}x{}", c.refiner_blocks(), 2 * c.refiner_width),
+            if params_text.is_empty() { params.to_string() } else { params_text },
+        ]
+    };
+    match args.format {
+        Format::Table => {
+            let table: Vec<Vec<String>> = rows.iter().map(|r| fields(r, human(r.2))).collect();
+            println!("generators (ViTUnet), {image} px, patch {patch}, refiner: residual blocks x channels");
+            println!("{}", render_table(&header, &table));
+        }
+        Format::Csv => {
+            println!("{}", header.join(","));
+            for r in &rows {
+                println!("{}", fields(r, String::new()).join(","));
+            }
+        }
+        Format::Json => {
+            let list: Vec<serde_json::Value> = rows
+                .iter()
+                .map(|(name, c, params)| serde_json::json!({ "generator": name, "config": c, "params": params }))
                 .collect();
             println!("{}", serde_json::to_string_pretty(&list).expect("json"));
         }
