@@ -905,13 +905,53 @@ def make_vitunet_fixture(out_dir, name, variant):
     return write(out_dir, name, t, dict(config=cfg_json(cfg), weights="stored"))
 
 
+class Discriminator(nn.Module):
+    """SPEC §5: the released discriminator (C -> w -> 2w -> w -> C, stride 2 pad 2,
+    then to 1 channel, sigmoid) or the 70x70 PatchGAN (w, 2w, 4w, 8w, raw scores)."""
+
+    def __init__(self, kind, channels=3, width=None):
+        super().__init__()
+        self.kind = kind
+        c = channels
+        if kind == "released":
+            w = width or 16
+            layers = [(c, w, 2, 2), (w, 2 * w, 2, 2), (2 * w, w, 2, 2), (w, c, 2, 2), (c, 1, 1, 1)]
+        elif kind == "patchgan":
+            w = width or 64
+            layers = [(c, w, 2, 1), (w, 2 * w, 2, 1), (2 * w, 4 * w, 2, 1), (4 * w, 8 * w, 1, 1), (8 * w, 1, 1, 1)]
+        else:
+            raise ValueError(kind)
+        self.convs = nn.ModuleList(nn.Conv2d(i, o, 4, stride=s, padding=p) for i, o, s, p in layers)
+
+    def forward(self, x):
+        for i, conv in enumerate(self.convs[:-1]):
+            x = conv(x)
+            if not (self.kind == "patchgan" and i == 0):
+                x = F.instance_norm(x, eps=1e-5)
+            x = F.leaky_relu(x, 0.2)
+        x = self.convs[-1](x)
+        return torch.sigmoid(x) if self.kind == "released" else x
+
+
+def make_discriminator_fixture(out_dir, name, kind, width, image_size):
+    torch.manual_seed(seed_of(name))
+    cfg = dict(kind="discriminator", discriminator=kind, channels=3, width=width, image_size=image_size)
+    model = Discriminator(kind, 3, width)
+    x = 2 * torch.rand(2, 3, image_size, image_size) - 1
+    t = run_reference(model, x, True, name)
+    return write(out_dir, name, t, dict(config=cfg_json(cfg), weights="stored"))
+
+
 def vitunet_param_counts() -> dict:
-    """The paper's generators (depth 12, D 384, M 1536, 6 heads, 256 px, patch 16, refiner 64)."""
+    """The paper's generators (depth 12, D 384, M 1536, 6 heads, 256 px, patch 16, refiner 64)
+    and the two discriminators at their published widths."""
     counts = {}
     for name, variant in (("vitunet", "vit"), ("vit22bunet", "vit22b")):
         with torch.device("meta"):
             model = ViTUnet(variant, 12, 384, 1536, 6, 256, 16, qkv_bias=(variant == "vit"))
         counts[name] = sum(p.numel() for p in model.parameters())
+    for kind in ("released", "patchgan"):
+        counts[f"discriminator-{kind}"] = sum(p.numel() for p in Discriminator(kind).parameters())
     return counts
 
 
@@ -989,6 +1029,8 @@ def main():
     paths.append(make_paper_code_v1_fixture(out))
     for v in ("vit", "vit22b"):
         paths.append(make_vitunet_fixture(out, f"vitunet_{v}", v))
+    paths.append(make_discriminator_fixture(out, "discriminator_released", "released", 4, 16))
+    paths.append(make_discriminator_fixture(out, "discriminator_patchgan", "patchgan", 4, 32))
     pc_path, pc = make_param_counts(out)
     paths.append(pc_path)
 

@@ -9,7 +9,8 @@ use burn::tensor::{Device, Distribution, Tensor};
 use common::{fixture_path, host};
 use vitlab::models::weights::{collect, load_file, read_safetensors, save_file, Layout};
 use vitlab::models::{
-    param_count, BlockVariant, HeadKind, ModelConfig, Pool, Preset, Size, Vit, VitUnet, VitUnetConfig,
+    param_count, BlockVariant, Discriminator, DiscriminatorConfig, DiscriminatorKind, HeadKind, ModelConfig, Pool,
+    Preset, Size, Vit, VitUnet, VitUnetConfig,
 };
 use vitlab::Error;
 
@@ -317,4 +318,29 @@ fn invalid_generator_configurations_name_the_field() {
         let msg = VitUnet::new(&c, &device).unwrap_err().to_string();
         assert!(msg.contains(field), "{field}: {msg}");
     }
+}
+
+/// The published discriminators: PyTorch's parameter counts (the PatchGAN's is
+/// CycleGAN's "2.765 M"), and a 256 px image scored on a 16x16 (released) or
+/// 30x30 (PatchGAN, 70x70 receptive field) map; released scores are probabilities.
+#[test]
+fn discriminators_score_patches_with_pytorchs_parameter_counts() {
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture_path("param_counts.json")).unwrap()).unwrap();
+    let device = device();
+    for (&kind, side) in DiscriminatorKind::ALL.iter().zip([16, 30]) {
+        let c = DiscriminatorConfig::new(kind);
+        let model = Discriminator::new(&c, &device).unwrap();
+        let expected = json["generators"][format!("discriminator-{kind}")].as_u64().unwrap() as usize;
+        assert_eq!(held_params(&model), expected, "{kind}");
+        assert_eq!(c.param_count(), expected, "{kind}");
+        assert_eq!(c.output_size(256), side, "{kind}");
+        let y = host(model.forward(images(1, 256, &device)));
+        assert_eq!(y.shape, vec![1, 1, side, side], "{kind}");
+        if kind == DiscriminatorKind::Released {
+            assert!(y.data.iter().all(|v| *v > 0.0 && *v < 1.0));
+        }
+    }
+    let msg = "wgan".parse::<DiscriminatorKind>().unwrap_err().to_string();
+    assert!(msg.contains("discriminator.kind") && msg.contains("patchgan"), "{msg}");
 }

@@ -12,7 +12,8 @@ use vitlab::models::weights::{
     Layout,
 };
 use vitlab::models::{
-    AttnScale, Block, BlockConfig, HeadKind, Init, ModelConfig, Pool, Vit, VitUnet, VitUnetConfig,
+    AttnScale, Block, BlockConfig, Discriminator, DiscriminatorConfig, HeadKind, Init, ModelConfig, Pool, Vit,
+    VitUnet, VitUnetConfig,
 };
 
 const OUT_TOL: f64 = 1e-4;
@@ -146,6 +147,24 @@ fn check_vitunet(name: &str) {
     }
 }
 
+/// A discriminator: strided 4x4 convolutions with zero padding, InstanceNorm,
+/// LeakyReLU and (released) the sigmoid, in training and in inference.
+fn check_discriminator(name: &str) {
+    let f = Fixture::load(name);
+    let config = DiscriminatorConfig {
+        kind: f.str("discriminator").parse().unwrap(),
+        channels: f.usize("channels"),
+        width: f.usize("width"),
+    };
+    for (backend, device) in backends() {
+        let model = Discriminator::new(&config, &device).unwrap();
+        check_forward_backward(&f, backend.name(), &device, model, |m, x: Tensor<4>| m.forward(x));
+        let model = with_weights(&f, Discriminator::new(&config, &device).unwrap());
+        let out = model.forward(tensor(f.get("input"), &device));
+        assert_close(&format!("{name} [{backend}] inference output"), &host(out), f.get("output"), OUT_TOL);
+    }
+}
+
 fn check_block(name: &str) {
     let f = Fixture::load(name);
     for (backend, device) in backends() {
@@ -259,6 +278,16 @@ fn vitunet_with_vit_blocks() {
 #[test]
 fn vitunet_with_vit22b_blocks() {
     check_vitunet("vitunet_vit22b");
+}
+
+#[test]
+fn discriminator_released() {
+    check_discriminator("discriminator_released");
+}
+
+#[test]
+fn discriminator_patchgan() {
+    check_discriminator("discriminator_patchgan");
 }
 
 #[test]

@@ -53,6 +53,16 @@ pub(crate) fn linear(init: Init, d_in: usize, d_out: usize, bias: bool, device: 
     layer
 }
 
+/// InstanceNorm without affine over `[B, C, H, W]`: each sample's channel
+/// normalised over its pixels (biased variance, eps 1e-5: PyTorch's
+/// `nn.InstanceNorm2d` default, as CycleGAN uses it).
+pub(crate) fn instance_norm(x: Tensor<4>) -> Tensor<4> {
+    let [b, c, h, w] = x.dims();
+    let flat = x.reshape([b, c, h * w]);
+    let (var, mean) = flat.clone().var_mean_bias(2);
+    ((flat - mean) / var.add_scalar(1e-5).sqrt()).reshape([b, c, h, w])
+}
+
 /// Which parameters a LayerNorm carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Affine {

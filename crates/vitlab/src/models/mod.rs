@@ -1,15 +1,18 @@
 //! The model zoo. One configurable ViT ([`Vit`]) covers every block variant,
 //! size, pooling and head; [`ModelConfig`] and its presets describe a model;
 //! [`weights`] reads and writes safetensors in vitlab's, timm's and the paper
-//! code's layouts. [`VitUnet`] is the paper's ViT-based U-Net generator.
+//! code's layouts. [`VitUnet`] is the paper's ViT-based U-Net generator, [`Discriminator`]
+//! its CycleGAN critics.
 
 pub mod config;
+pub mod discriminator;
 pub mod fused;
 pub mod layers;
 pub mod vit;
 pub mod vitunet;
 pub mod weights;
 
+pub use discriminator::{Discriminator, DiscriminatorConfig, DiscriminatorKind};
 pub use config::{AttnScale, BlockVariant, HeadKind, Init, ModelConfig, Pool, Preset, Size};
 pub use vit::{param_count, Block, BlockConfig, BlockProbe, Vit};
 pub use vitunet::{VitUnet, VitUnetConfig};

@@ -30,12 +30,9 @@ use burn::tensor::{Device, Distribution, Tensor};
 use serde::{Deserialize, Serialize};
 
 use super::config::{AttnScale, BlockVariant, Init};
-use super::layers::{linear, TokenLinear};
+use super::layers::{instance_norm, linear, TokenLinear};
 use super::vit::{Block, BlockConfig};
 use crate::{Error, Result};
-
-/// InstanceNorm's epsilon (PyTorch's `nn.InstanceNorm2d` default, as in CycleGAN).
-const INSTANCE_NORM_EPS: f64 = 1e-5;
 
 /// A fully resolved ViTUnet configuration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -235,14 +232,6 @@ pub fn halve_width(x: Tensor<3>) -> Tensor<3> {
 pub fn double_width(x: Tensor<3>) -> Tensor<3> {
     let [b, n, d] = x.dims();
     x.reshape([b, n, d, 1]).expand([b, n, d, 2]).reshape([b, n, 2 * d])
-}
-
-/// Per-sample, per-channel normalisation over the spatial axes, without affine.
-fn instance_norm(x: Tensor<4>) -> Tensor<4> {
-    let [b, c, h, w] = x.dims();
-    let flat = x.reshape([b, c, h * w]);
-    let (var, mean) = flat.clone().var_mean_bias(2);
-    ((flat - mean) / var.add_scalar(INSTANCE_NORM_EPS).sqrt()).reshape([b, c, h, w])
 }
 
 /// Reflection-pad by 1, then a 3x3 convolution (with bias).
