@@ -942,6 +942,33 @@ def make_discriminator_fixture(out_dir, name, kind, width, image_size):
     return write(out_dir, name, t, dict(config=cfg_json(cfg), weights="stored"))
 
 
+def frechet_reference(f1: np.ndarray, f2: np.ndarray) -> float:
+    """pytorch-fid's calculate_frechet_distance (scipy sqrtm), in float64."""
+    import scipy.linalg
+    mu1, mu2 = f1.mean(axis=0), f2.mean(axis=0)
+    s1, s2 = np.cov(f1, rowvar=False), np.cov(f2, rowvar=False)
+    covmean, _ = scipy.linalg.sqrtm(s1.dot(s2), disp=False)
+    covmean = covmean.real
+    diff = mu1 - mu2
+    return float(diff.dot(diff) + np.trace(s1) + np.trace(s2) - 2 * np.trace(covmean))
+
+
+def make_fid_fixture(out_dir, name="fid"):
+    """Two pairs of correlated Gaussian feature sets (16-d with 300 and 250
+    samples; 64-d with 100 and 80, near the singular limit) and their FID."""
+    g = np.random.default_rng(seed_of(name))
+    tensors, meta = {}, {}
+    for case, (dim, n1, n2) in {"small": (16, 300, 250), "near_singular": (64, 100, 80)}.items():
+        mix1 = g.normal(size=(dim, dim))
+        mix2 = mix1 + 0.5 * g.normal(size=(dim, dim))
+        f1 = (g.normal(size=(n1, dim)) @ mix1).astype(np.float32)
+        f2 = (g.normal(size=(n2, dim)) @ mix2 + 0.3).astype(np.float32)
+        tensors[f"{case}.a"] = torch.from_numpy(f1)
+        tensors[f"{case}.b"] = torch.from_numpy(f2)
+        meta[f"{case}.fid"] = repr(frechet_reference(f1.astype(np.float64), f2.astype(np.float64)))
+    return write(out_dir, name, tensors, meta)
+
+
 def vitunet_param_counts() -> dict:
     """The paper's generators (depth 12, D 384, M 1536, 6 heads, 256 px, patch 16, refiner 64)
     and the two discriminators at their published widths."""
@@ -1031,6 +1058,7 @@ def main():
         paths.append(make_vitunet_fixture(out, f"vitunet_{v}", v))
     paths.append(make_discriminator_fixture(out, "discriminator_released", "released", 4, 16))
     paths.append(make_discriminator_fixture(out, "discriminator_patchgan", "patchgan", 4, 32))
+    paths.append(make_fid_fixture(out))
     pc_path, pc = make_param_counts(out)
     paths.append(pc_path)
 

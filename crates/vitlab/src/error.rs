@@ -26,6 +26,11 @@ pub enum Error {
     #[error("{path}: {message}")]
     Data { path: PathBuf, message: String },
 
+    /// A metric cannot be computed from what it was given (`what` names the metric
+    /// and the data set, e.g. "FID of real test A").
+    #[error("{what}: {message}")]
+    Metric { what: String, message: String },
+
     /// A backend was asked for that this binary was not built with, or failed to start.
     #[error("backend {name}: {message}")]
     Backend { name: String, message: String },

@@ -1,8 +1,11 @@
 //! Classification metrics on host-side logits: top-k accuracy, macro one-vs-rest
 //! AUROC (as torchmetrics' `multiclass` AUROC with `average="macro"`), per-class
-//! accuracy, and the cross-entropy loss.
+//! accuracy, and the cross-entropy loss. [`fid`]: the Fréchet distance of two
+//! feature sets (the statistics half of FID).
 
 use serde::{Deserialize, Serialize};
+
+pub mod fid;
 
 /// Logits `[n, k]` row-major, with the true labels.
 pub struct Predictions<'a> {
