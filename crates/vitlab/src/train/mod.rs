@@ -8,6 +8,7 @@
 
 pub mod checkpoint;
 pub mod classify;
+pub mod gan;
 pub mod optim;
 pub mod progress;
 
