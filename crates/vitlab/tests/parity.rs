@@ -138,12 +138,17 @@ fn vitunet_config(f: &Fixture) -> VitUnetConfig {
 fn check_vitunet(name: &str) {
     let f = Fixture::load(name);
     let config = vitunet_config(&f);
+    check_image_model(&f, |device| VitUnet::new(&config, device).unwrap(), |m, x| m.forward(x));
+}
+
+/// An image-to-image or image-to-scores model without BatchNorm: training
+/// (autodiff, every gradient) and inference give the fixture's output.
+fn check_image_model<M: Module>(f: &Fixture, build: impl Fn(&Device) -> M, forward: impl Fn(&M, Tensor<4>) -> Tensor<4>) {
     for (backend, device) in backends() {
-        let model = VitUnet::new(&config, &device).unwrap();
-        check_forward_backward(&f, backend.name(), &device, model, |m, x: Tensor<4>| m.forward(x));
-        let model = with_weights(&f, VitUnet::new(&config, &device).unwrap());
-        let out = model.forward(tensor(f.get("input"), &device));
-        assert_close(&format!("{name} [{backend}] inference output"), &host(out), f.get("output"), OUT_TOL);
+        check_forward_backward(f, backend.name(), &device, build(&device), &forward);
+        let model = with_weights(f, build(&device));
+        let out = forward(&model, tensor(f.get("input"), &device));
+        assert_close(&format!("{} [{backend}] inference output", f.name), &host(out), f.get("output"), OUT_TOL);
     }
 }
 
@@ -156,13 +161,7 @@ fn check_discriminator(name: &str) {
         channels: f.usize("channels"),
         width: f.usize("width"),
     };
-    for (backend, device) in backends() {
-        let model = Discriminator::new(&config, &device).unwrap();
-        check_forward_backward(&f, backend.name(), &device, model, |m, x: Tensor<4>| m.forward(x));
-        let model = with_weights(&f, Discriminator::new(&config, &device).unwrap());
-        let out = model.forward(tensor(f.get("input"), &device));
-        assert_close(&format!("{name} [{backend}] inference output"), &host(out), f.get("output"), OUT_TOL);
-    }
+    check_image_model(&f, |device| Discriminator::new(&config, device).unwrap(), |m, x| m.forward(x));
 }
 
 fn check_block(name: &str) {

@@ -1,9 +1,6 @@
 //! Model configuration: block variants, size presets, the `default` and `paper`
 //! presets, and the fully resolved [`ModelConfig`]. See docs/MODELS.md.
 
-use std::fmt;
-use std::str::FromStr;
-
 use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
@@ -18,20 +15,21 @@ macro_rules! named_enum {
                 match self { $($ty::$variant => $name),+ }
             }
         }
-        impl fmt::Display for $ty {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { f.write_str(self.name()) }
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str(self.name()) }
         }
-        impl FromStr for $ty {
-            type Err = Error;
-            fn from_str(s: &str) -> Result<Self> {
+        impl std::str::FromStr for $ty {
+            type Err = $crate::Error;
+            fn from_str(s: &str) -> $crate::Result<Self> {
                 $ty::ALL.iter().copied().find(|v| v.name() == s).ok_or_else(|| {
                     let names: Vec<&str> = $ty::ALL.iter().map(|v| v.name()).collect();
-                    Error::config($field, format!("unknown value {s:?}; expected one of {}", names.join(", ")))
+                    $crate::Error::config($field, format!("unknown value {s:?}; expected one of {}", names.join(", ")))
                 })
             }
         }
     };
 }
+pub(crate) use named_enum;
 
 /// The transformer block (SPEC §1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

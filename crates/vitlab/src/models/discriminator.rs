@@ -11,9 +11,6 @@
 //!
 //! Every convolution has a bias; InstanceNorm has no affine (eps 1e-5).
 
-use std::fmt;
-use std::str::FromStr;
-
 use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::PaddingConfig2d;
@@ -21,6 +18,7 @@ use burn::tensor::activation::{leaky_relu, sigmoid};
 use burn::tensor::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 
+use super::config::named_enum;
 use super::layers::instance_norm;
 use crate::{Error, Result};
 
@@ -34,40 +32,15 @@ pub enum DiscriminatorKind {
     Patchgan,
 }
 
+named_enum!(DiscriminatorKind, "discriminator.kind", { Released => "released", Patchgan => "patchgan" });
+
 impl DiscriminatorKind {
-    pub const ALL: &'static [DiscriminatorKind] = &[DiscriminatorKind::Released, DiscriminatorKind::Patchgan];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            DiscriminatorKind::Released => "released",
-            DiscriminatorKind::Patchgan => "patchgan",
-        }
-    }
-
     /// The first width of the published network (16 and 64).
     pub fn default_width(self) -> usize {
         match self {
             DiscriminatorKind::Released => 16,
             DiscriminatorKind::Patchgan => 64,
         }
-    }
-}
-
-impl fmt::Display for DiscriminatorKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for DiscriminatorKind {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        Self::ALL.iter().copied().find(|k| k.name() == s).ok_or_else(|| {
-            Error::config(
-                "discriminator.kind",
-                format!("unknown value {s:?}; expected one of released, patchgan"),
-            )
-        })
     }
 }
 

@@ -53,6 +53,16 @@ pub(crate) fn linear(init: Init, d_in: usize, d_out: usize, bias: bool, device: 
     layer
 }
 
+/// `[B, C, H, W]` images to `[B, N, p*p*C]` patches in (p1, p2, c) order (SPEC §1).
+pub(crate) fn patchify(images: Tensor<4>, p: usize) -> Tensor<3> {
+    let [b, c, h, w] = images.dims();
+    let (gh, gw) = (h / p, w / p);
+    images
+        .reshape([b, c, gh, p, gw, p])
+        .permute([0, 2, 4, 3, 5, 1])
+        .reshape([b, gh * gw, p * p * c])
+}
+
 /// InstanceNorm without affine over `[B, C, H, W]`: each sample's channel
 /// normalised over its pixels (biased variance, eps 1e-5: PyTorch's
 /// `nn.InstanceNorm2d` default, as CycleGAN uses it).

@@ -7,7 +7,7 @@ use burn::tensor::activation::gelu;
 use burn::tensor::{Device, Distribution, Tensor};
 
 use super::config::{AttnScale, BlockVariant, HeadKind, Init, ModelConfig, Pool};
-use super::layers::{linear, Affine, Attention, AttentionOptions, MapPool, Mlp, Norm, TokenLinear};
+use super::layers::{linear, patchify, Affine, Attention, AttentionOptions, MapPool, Mlp, Norm, TokenLinear};
 use crate::Result;
 
 /// Everything a block needs to know; derived from a [`ModelConfig`].
@@ -280,13 +280,7 @@ impl Vit {
 
     /// `[B, C, H, W]` images to `[B, N, p*p*C]` patches in (p1, p2, c) order.
     pub fn patchify(&self, images: Tensor<4>) -> Tensor<3> {
-        let [b, c, h, w] = images.dims();
-        let p = self.patch_size;
-        let (gh, gw) = (h / p, w / p);
-        images
-            .reshape([b, c, gh, p, gw, p])
-            .permute([0, 2, 4, 3, 5, 1])
-            .reshape([b, gh * gw, p * p * c])
+        patchify(images, self.patch_size)
     }
 
     /// Token states after the last block (before the final norm).

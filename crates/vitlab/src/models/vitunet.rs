@@ -30,7 +30,7 @@ use burn::tensor::{Device, Distribution, Tensor};
 use serde::{Deserialize, Serialize};
 
 use super::config::{AttnScale, BlockVariant, Init};
-use super::layers::{instance_norm, linear, TokenLinear};
+use super::layers::{instance_norm, linear, patchify, TokenLinear};
 use super::vit::{Block, BlockConfig};
 use crate::{Error, Result};
 
@@ -356,20 +356,9 @@ impl VitUnet {
         })
     }
 
-    /// `[B, C, H, W]` images to `[B, N, p*p*C]` patches in (p1, p2, c) order, as [`super::Vit::patchify`].
-    fn patchify(&self, images: Tensor<4>) -> Tensor<3> {
-        let [b, c, h, w] = images.dims();
-        let p = self.patch_size;
-        let (gh, gw) = (h / p, w / p);
-        images
-            .reshape([b, c, gh, p, gw, p])
-            .permute([0, 2, 4, 3, 5, 1])
-            .reshape([b, gh * gw, p * p * c])
-    }
-
     /// The transformer U-Net: `[B, C, H, W]` images to its `[B, 4N, D]` output tokens.
     pub fn tokens(&self, images: Tensor<4>) -> Tensor<3> {
-        let mut x = self.patch_embed.forward_tokens(self.patchify(images)) + self.pos_embed.val();
+        let mut x = self.patch_embed.forward_tokens(patchify(images, self.patch_size)) + self.pos_embed.val();
         let mut skips = Vec::with_capacity(self.encoder.len());
         for (i, stage) in self.encoder.iter().enumerate() {
             if i > 0 {
