@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Write vitlab's golden parity fixtures from a PyTorch reference implementation.
 
-This file is the PyTorch reference for the model definition in
+This file is the PyTorch reference for the model definitions in
 ``docs/MODELS.md``: one configurable ``ViT`` (variants ``vit``, ``vit22b``,
 ``vit22b-ln``, ``vit22b-code``, ``vit22b-nonorm``; pooling ``cls``/``gap``/``map``; heads
-``linear``/``paper``) whose ``state_dict`` keys are exactly vitlab's weight-file
-keys. It builds small randomly initialised blocks and models, computes their
+``linear``/``paper``), the ``ViTUnet`` generator and the two CycleGAN
+``Discriminator``s, whose ``state_dict`` keys are exactly vitlab's weight-file
+keys; and pytorch-fid's Fréchet distance formula (scipy ``sqrtm``). It builds small randomly initialised blocks and models, computes their
 outputs and gradients in float64, and writes them (as float32) to safetensors
 files that the Rust parity tests (``crates/vitlab/tests/parity.rs``) compare
 against.
@@ -15,7 +16,7 @@ Run it (from the repository root) with
     .venv/bin/python tools/make_fixtures.py [--out DIR]
 
 (default DIR: ``crates/vitlab/tests/fixtures``). It needs ``torch``, ``numpy``,
-``safetensors`` and ``timm``. The output is deterministic (every fixture is
+``safetensors``, ``timm`` and ``scipy``. The output is deterministic (every fixture is
 seeded). The fixtures are committed, so CI and the Rust tests do not need
 torch or Python at all; rerun this script only when the model definition or
 the fixture set changes.
@@ -29,14 +30,17 @@ Fixture format (one safetensors file per fixture):
   ``output_eval`` (eval mode, only for models with BatchNorm), ``loss_weight``
   ``R`` and the gradients ``grad.input`` / ``grad.<key>`` (every float
   parameter) of ``loss = sum(output * R)``;
-* metadata ``config`` (JSON: ``kind`` = model|block, the variant and every
-  constructor argument) and ``weights`` = stored|det (``timm_vit`` and
+* metadata ``config`` (JSON: ``kind`` = model|block|vitunet|discriminator, the
+  variant and every constructor argument) and ``weights`` = stored|det (``timm_vit`` and
   ``paper_code_vit*`` also have ``layout`` = timm|paper-code and store that
   layout's own keys, with eval-mode logits and no gradients).
 
 Besides the fixtures it writes ``det_check.safetensors`` (a few
-``det_values`` tensors to unit-test the Rust generator) and
-``param_counts.json`` (exact parameter counts per variant and size).
+``det_values`` tensors to unit-test the Rust generator), ``fid.safetensors``
+(feature sets ``<case>.a`` / ``<case>.b`` with metadata ``<case>.fid``, their
+distance by pytorch-fid's formula) and ``param_counts.json`` (exact parameter
+counts per variant and size; under ``generators`` the paper's generators and
+the two discriminators).
 """
 
 from __future__ import annotations
@@ -1056,7 +1060,7 @@ def main():
     paths.append(make_paper_code_v1_fixture(out))
     for v in ("vit", "vit22b"):
         paths.append(make_vitunet_fixture(out, f"vitunet_{v}", v))
-    paths.append(make_discriminator_fixture(out, "discriminator_released", "released", 4, 16))
+    paths.append(make_discriminator_fixture(out, "discriminator_released", "released", 4, 24))
     paths.append(make_discriminator_fixture(out, "discriminator_patchgan", "patchgan", 4, 32))
     paths.append(make_fid_fixture(out))
     pc_path, pc = make_param_counts(out)

@@ -59,6 +59,11 @@ fn models_generators_lists_the_vitunets() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("generator.image_size") && err.contains("patch size 16"), "{err}");
+    // Classifier-only options are refused rather than ignored.
+    let out = vitlab(&["models", "--generators", "--num-classes", "100"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--num-classes") && err.contains("--generators"), "{err}");
 }
 
 #[test]

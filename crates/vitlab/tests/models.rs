@@ -238,7 +238,7 @@ fn small_unet(block: BlockVariant) -> VitUnetConfig {
         mlp_dim: 64,
         heads: 2,
         refiner_width: 8,
-        ..VitUnetConfig::paper(block)
+        ..VitUnetConfig::new(block)
     }
     .with_image(16, 4)
 }
@@ -341,6 +341,14 @@ fn discriminators_score_patches_with_pytorchs_parameter_counts() {
             assert!(y.data.iter().all(|v| *v > 0.0 && *v < 1.0));
         }
     }
+    // InstanceNorm needs more than one pixel per channel after every normed layer.
+    let released = DiscriminatorConfig::new(DiscriminatorKind::Released);
+    let patchgan = DiscriminatorConfig::new(DiscriminatorKind::Patchgan);
+    assert_eq!((released.min_image_size(), patchgan.min_image_size()), (2, 24));
+    assert_eq!((patchgan.output_size(24), patchgan.output_size(2)), (1, 0));
+    let msg = patchgan.check_image_size("data.image_size", 23).unwrap_err().to_string();
+    assert!(msg.contains("data.image_size") && msg.contains("at least 24 px"), "{msg}");
+    assert!(patchgan.check_image_size("data.image_size", 24).is_ok());
     let msg = "wgan".parse::<DiscriminatorKind>().unwrap_err().to_string();
     assert!(msg.contains("discriminator.kind") && msg.contains("patchgan"), "{msg}");
 }

@@ -22,7 +22,7 @@ pub struct Args {
     format: Format,
     /// List the image-to-image generators (ViTUnet, SPEC §4) instead of the
     /// classifiers; `--image-size` and `--patch-size` then default to 256 and 16.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["preset", "num_classes"])]
     generators: bool,
 }
 

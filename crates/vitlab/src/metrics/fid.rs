@@ -13,6 +13,8 @@ use crate::{Error, Result};
 /// Streams feature vectors into the sums that give their mean and covariance.
 #[derive(Clone, Debug)]
 pub struct FeatureAccumulator {
+    /// The set's name in errors ("real test A").
+    name: String,
     dim: usize,
     count: usize,
     sum: Vec<f64>,
@@ -21,8 +23,9 @@ pub struct FeatureAccumulator {
 }
 
 impl FeatureAccumulator {
-    pub fn new(dim: usize) -> Self {
+    pub fn new(name: impl Into<String>, dim: usize) -> Self {
         FeatureAccumulator {
+            name: name.into(),
             dim,
             count: 0,
             sum: vec![0.0; dim],
@@ -43,8 +46,14 @@ impl FeatureAccumulator {
         let d = self.dim;
         if d == 0 || rows.len() % d != 0 {
             return Err(Error::Metric {
-                what: "FID features".into(),
+                what: format!("FID features of {}", self.name),
                 message: format!("a batch of {} values is not a whole number of {d}-dimensional vectors", rows.len()),
+            });
+        }
+        if let Some(bad) = rows.iter().find(|v| !v.is_finite()) {
+            return Err(Error::Metric {
+                what: format!("FID features of {}", self.name),
+                message: format!("a feature value is {bad}; every value must be finite"),
             });
         }
         let n = rows.len() / d;
@@ -67,12 +76,12 @@ impl FeatureAccumulator {
         Ok(())
     }
 
-    /// Mean and unbiased covariance; `what` names the set in errors.
-    pub fn finish(&self, what: &str) -> Result<FeatureStats> {
+    /// Mean and unbiased covariance.
+    pub fn finish(&self) -> Result<FeatureStats> {
         let (n, d) = (self.count, self.dim);
         if n < 2 {
             return Err(Error::Metric {
-                what: what.into(),
+                what: format!("FID features of {}", self.name),
                 message: format!("{n} feature vector(s); a covariance needs at least 2"),
             });
         }
@@ -100,11 +109,11 @@ pub struct FeatureStats {
 }
 
 impl FeatureStats {
-    /// Statistics of `rows x dim` row-major features.
-    pub fn from_features(features: &[f32], dim: usize, what: &str) -> Result<Self> {
-        let mut acc = FeatureAccumulator::new(dim);
+    /// Statistics of `rows x dim` row-major features; `name` names the set in errors.
+    pub fn from_features(features: &[f32], dim: usize, name: &str) -> Result<Self> {
+        let mut acc = FeatureAccumulator::new(name, dim);
         acc.add(features)?;
-        acc.finish(what)
+        acc.finish()
     }
 }
 
@@ -120,6 +129,12 @@ pub fn frechet_distance(a: &FeatureStats, a_name: &str, b: &FeatureStats, b_name
         });
     }
     for (s, name) in [(a, a_name), (b, b_name)] {
+        if s.mean.iter().chain(&s.cov).any(|v| !v.is_finite()) {
+            return Err(Error::Metric {
+                what: format!("FID of {name}"),
+                message: "its feature statistics are not finite".into(),
+            });
+        }
         if s.count <= s.dim {
             return Err(Error::Metric {
                 what: format!("FID of {name}"),
@@ -313,6 +328,9 @@ fn tql2(vt: &mut [f64], n: usize, diag: &mut [f64], off: &mut [f64], vectors: bo
     let mut f = 0.0;
     let mut tst1: f64 = 0.0;
     let eps = f64::EPSILON;
+    // QL converges in a few iterations per eigenvalue; the cap only stops a
+    // non-finite input from looping forever (its eigenvalues are then NaN).
+    let mut budget = 30 * n + 30;
     for l in 0..n {
         tst1 = tst1.max(diag[l].abs() + off[l].abs());
         let mut m = l;
@@ -364,8 +382,13 @@ fn tql2(vt: &mut [f64], n: usize, diag: &mut [f64], off: &mut [f64], vectors: bo
                 p = -s * s2 * c3 * el1 * off[l] / dl1;
                 off[l] = s * p;
                 diag[l] = c * p;
-                if off[l].abs() <= eps * tst1 {
+                budget = budget.saturating_sub(1);
+                if !(off[l].abs() > eps * tst1) {
                     break;
+                }
+                if budget == 0 {
+                    diag.fill(f64::NAN);
+                    return;
                 }
             }
         }
@@ -400,10 +423,11 @@ mod tests {
     #[test]
     fn eigendecomposition_reconstructs_the_matrix() {
         let mut cases: Vec<(usize, Vec<f64>)> = [1, 2, 3, 7, 40].iter().map(|&d| (d, random_symmetric(d, d as u64))).collect();
+        // The last row's off-diagonal part zero: tred2's first Householder step is skipped, the others are not.
         let mut zero_row = random_symmetric(5, 9);
-        for k in 0..5 {
-            zero_row[3 * 5 + k] = 0.0;
-            zero_row[k * 5 + 3] = 0.0;
+        for k in 0..4 {
+            zero_row[4 * 5 + k] = 0.0;
+            zero_row[k * 5 + 4] = 0.0;
         }
         cases.push((5, zero_row));
         cases.push((4, vec![2.0, 0.0, 0.0, 0.0, 0.0, 2.0, 0.0, 0.0, 0.0, 0.0, 2.0, 0.0, 0.0, 0.0, 0.0, 2.0]));
@@ -424,6 +448,15 @@ mod tests {
             let (only, none) = symmetric_eigen(&a, d, false);
             assert!(none.is_none());
             assert!(only.iter().zip(&vals).all(|(x, y)| (x - y).abs() < 1e-12));
+        }
+    }
+
+    /// A non-finite matrix ends (with NaN eigenvalues) instead of iterating forever.
+    #[test]
+    fn a_non_finite_matrix_does_not_hang_the_solver() {
+        for a in [vec![f64::NAN, 1.0, 1.0, 0.0], vec![1.0, f64::INFINITY, f64::INFINITY, 2.0]] {
+            let (vals, _) = symmetric_eigen(&a, 2, true);
+            assert!(vals.iter().any(|v| !v.is_finite()), "{vals:?}");
         }
     }
 
@@ -456,11 +489,11 @@ mod tests {
         let t = &tensors["small.a"];
         let d = t.shape[1];
         let whole = FeatureStats::from_features(&t.data, d, "a").unwrap();
-        let mut acc = FeatureAccumulator::new(d);
+        let mut acc = FeatureAccumulator::new("a", d);
         for batch in t.data.chunks(7 * d) {
             acc.add(batch).unwrap();
         }
-        let streamed = acc.finish("a").unwrap();
+        let streamed = acc.finish().unwrap();
         assert_eq!(streamed.count, 300);
         for (x, y) in whole.cov.iter().zip(&streamed.cov).chain(whole.mean.iter().zip(&streamed.mean)) {
             assert!((x - y).abs() < 1e-9 * (1.0 + x.abs()));
@@ -499,7 +532,11 @@ mod tests {
         assert!(msg.contains("G_BA(test B)") && msg.contains("40 samples for 64") && msg.contains("singular"), "{msg}");
         let msg = FeatureStats::from_features(&t.data[..d], d, "real A").unwrap_err().to_string();
         assert!(msg.contains("real A") && msg.contains("at least 2"), "{msg}");
-        let msg = FeatureAccumulator::new(d).add(&t.data[..d + 1]).unwrap_err().to_string();
-        assert!(msg.contains("not a whole number of 64-dimensional"), "{msg}");
+        let msg = FeatureAccumulator::new("real A", d).add(&t.data[..d + 1]).unwrap_err().to_string();
+        assert!(msg.contains("real A") && msg.contains("not a whole number of 64-dimensional"), "{msg}");
+        let mut bad = t.data[..2 * d].to_vec();
+        bad[5] = f32::NAN;
+        let msg = FeatureAccumulator::new("G_AB(test A)", d).add(&bad).unwrap_err().to_string();
+        assert!(msg.contains("G_AB(test A)") && msg.contains("NaN"), "{msg}");
     }
 }

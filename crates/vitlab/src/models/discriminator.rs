@@ -86,9 +86,39 @@ impl DiscriminatorConfig {
         self.layers().iter().map(|&(i, o, _, _)| i * o * 16 + o).sum()
     }
 
-    /// The side of the score map for a square `size` x `size` input.
+    /// The side of the score map for a square `size` x `size` input (0: too small).
     pub fn output_size(&self, size: usize) -> usize {
-        self.layers().iter().fold(size, |s, &(_, _, stride, pad)| (s + 2 * pad).saturating_sub(4) / stride + 1)
+        let sides = self.sides(size);
+        if sides.len() == 5 {
+            sides[4]
+        } else {
+            0
+        }
+    }
+
+    /// The side after each convolution; stops at the first that cannot run.
+    fn sides(&self, size: usize) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut s = size;
+        for (_, _, stride, pad) in self.layers() {
+            if s + 2 * pad < 4 {
+                break;
+            }
+            s = (s + 2 * pad - 4) / stride + 1;
+            out.push(s);
+        }
+        out
+    }
+
+    /// The smallest square input every layer can process: InstanceNorm needs
+    /// more than one pixel per channel (PyTorch refuses one), the convolutions a
+    /// kernel's worth of padded input.
+    pub fn min_image_size(&self) -> usize {
+        (1..).find(|&s| {
+            let sides = self.sides(s);
+            sides.len() == 5 && sides[..4].iter().all(|&side| side > 1)
+        })
+        .expect("a large enough input exists")
     }
 
     pub fn validate(&self) -> Result<()> {
@@ -96,6 +126,18 @@ impl DiscriminatorConfig {
             if value == 0 {
                 return Err(Error::config(field, "must be at least 1"));
             }
+        }
+        Ok(())
+    }
+
+    /// Checks that `image_size` (the field named in the error) is large enough for this discriminator.
+    pub fn check_image_size(&self, field: &str, image_size: usize) -> Result<()> {
+        let min = self.min_image_size();
+        if image_size < min {
+            return Err(Error::config(
+                field,
+                format!("{image_size} px is too small for the {} discriminator (at least {min} px)", self.kind),
+            ));
         }
         Ok(())
     }

@@ -38,7 +38,8 @@ use crate::{Error, Result};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VitUnetConfig {
-    /// The transformer block of every stage: `vit` (ViTUnet) or `vit22b` (ViT-22B-Unet), or any other variant.
+    /// The transformer block of every stage: `vit` (ViTUnet) or `vit22b` (ViT-22B-Unet), or any other
+    /// variant (only the block: `vit22b-nonorm`'s model-level LayerNorm after the patch embedding is not added).
     pub block: BlockVariant,
     /// Total transformer depth; a multiple of 6 (7 stages of `depth / 6` blocks;
     /// the refiner has `depth / 3` residual blocks).
@@ -63,11 +64,12 @@ pub struct VitUnetConfig {
 }
 
 impl VitUnetConfig {
-    /// The paper's generator (SPEC §4): depth 12, D 384, M 1536, 6 heads, with
-    /// `block` transformer blocks, 256 px images in patches of 16, 3 channels,
-    /// refiner width 64; vitlab's default block options (head-dim attention scale,
-    /// QKV bias for `vit` only, LayerNorm eps 1e-6, timm init).
-    pub fn paper(block: BlockVariant) -> Self {
+    /// The paper's generator size (SPEC §4): depth 12, D 384, M 1536, 6 heads,
+    /// with `block` transformer blocks, 256 px images in patches of 16, 3
+    /// channels, refiner width 64; the block options of the classifiers'
+    /// `default` preset (head-dim attention scale, QKV bias for `vit` only,
+    /// LayerNorm eps 1e-6, timm init).
+    pub fn new(block: BlockVariant) -> Self {
         VitUnetConfig {
             block,
             depth: 12,
@@ -88,12 +90,12 @@ impl VitUnetConfig {
 
     /// `vitunet`: the generator with standard ViT blocks.
     pub fn vitunet() -> Self {
-        Self::paper(BlockVariant::Vit)
+        Self::new(BlockVariant::Vit)
     }
 
     /// `vit22bunet`: the generator with ViT-22B blocks.
     pub fn vit22bunet() -> Self {
-        Self::paper(BlockVariant::Vit22b)
+        Self::new(BlockVariant::Vit22b)
     }
 
     pub fn with_image(mut self, image_size: usize, patch_size: usize) -> Self {
