@@ -7,8 +7,10 @@
 //! `results.json`, an `error.txt` or a checkpoint); [`Report::build`] groups
 //! them into cells by the config keys that differ between runs (the seed
 //! aside); [`Report::write`] writes `report.md`, `report.html` (the same
-//! content), `report.json` (the numbers) and `figures/`.
+//! content), `report.json` (the numbers) and `figures/`. [`grid`] writes image
+//! grids (a generator's samples) as PNG.
 
+pub mod grid;
 pub mod plot;
 
 use std::collections::{BTreeMap, HashMap};
