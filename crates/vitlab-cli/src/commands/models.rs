@@ -108,7 +108,8 @@ fn generators(args: &Args) -> vitlab::Result<()> {
         rows.push((name, config, params));
     }
     let header = ["generator", "block", "depth", "width", "mlp", "heads", "refiner", "params"];
-    let fields = |(name, c, params): &(&str, VitUnetConfig, usize), params_text: String| {
+    // Every column; `params` as the caller formats it.
+    let fields = |name: &str, c: &VitUnetConfig, params: String| {
         vec![
             name.to_string(),
             c.block.to_string(),
@@ -117,19 +118,19 @@ fn generators(args: &Args) -> vitlab::Result<()> {
             c.mlp_dim.to_string(),
             c.heads.to_string(),
             format!("{}x{}", c.refiner_blocks(), 2 * c.refiner_width),
-            if params_text.is_empty() { params.to_string() } else { params_text },
+            params,
         ]
     };
     match args.format {
         Format::Table => {
-            let table: Vec<Vec<String>> = rows.iter().map(|r| fields(r, human(r.2))).collect();
+            let table: Vec<Vec<String>> = rows.iter().map(|(n, c, p)| fields(n, c, human(*p))).collect();
             println!("generators (ViTUnet), {image} px, patch {patch}, refiner: residual blocks x channels");
             println!("{}", render_table(&header, &table));
         }
         Format::Csv => {
             println!("{}", header.join(","));
-            for r in &rows {
-                println!("{}", fields(r, String::new()).join(","));
+            for (n, c, p) in &rows {
+                println!("{}", fields(n, c, p.to_string()).join(","));
             }
         }
         Format::Json => {

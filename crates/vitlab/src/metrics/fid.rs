@@ -166,15 +166,16 @@ pub fn frechet_distance(a: &FeatureStats, a_name: &str, b: &FeatureStats, b_name
             }
         }
     }
-    let m = matmul(&matmul(&r, &b.cov, d), &r, d);
+    let mut m = matmul(&matmul(&r, &b.cov, d), &r, d);
     // Symmetrise away rounding before the eigenvalues.
-    let mut sym = vec![0f64; d * d];
     for i in 0..d {
-        for j in 0..d {
-            sym[i * d + j] = 0.5 * (m[i * d + j] + m[j * d + i]);
+        for j in i + 1..d {
+            let v = 0.5 * (m[i * d + j] + m[j * d + i]);
+            m[i * d + j] = v;
+            m[j * d + i] = v;
         }
     }
-    let (mvals, _) = symmetric_eigen(&sym, d, false);
+    let (mvals, _) = symmetric_eigen(&m, d, false);
     let tr_sqrt: f64 = mvals.iter().map(|&l| l.max(0.0).sqrt()).sum();
     Ok(mean_term + trace(&a.cov) + trace(&b.cov) - 2.0 * tr_sqrt)
 }

@@ -88,36 +88,27 @@ impl DiscriminatorConfig {
 
     /// The side of the score map for a square `size` x `size` input (0: too small).
     pub fn output_size(&self, size: usize) -> usize {
-        let sides = self.sides(size);
-        if sides.len() == 5 {
-            sides[4]
-        } else {
-            0
-        }
+        self.sides(size).and_then(|s| s.last().copied()).unwrap_or(0)
     }
 
-    /// The side after each convolution; stops at the first that cannot run.
-    fn sides(&self, size: usize) -> Vec<usize> {
-        let mut out = Vec::new();
+    /// The side after each convolution; `None` if one of them cannot run.
+    fn sides(&self, size: usize) -> Option<Vec<usize>> {
         let mut s = size;
-        for (_, _, stride, pad) in self.layers() {
-            if s + 2 * pad < 4 {
-                break;
-            }
-            s = (s + 2 * pad - 4) / stride + 1;
-            out.push(s);
-        }
-        out
+        self.layers()
+            .into_iter()
+            .map(|(_, _, stride, pad)| {
+                s = (s + 2 * pad).checked_sub(4)? / stride + 1;
+                Some(s)
+            })
+            .collect()
     }
 
     /// The smallest square input every layer can process: InstanceNorm needs
     /// more than one pixel per channel (PyTorch refuses one), the convolutions a
     /// kernel's worth of padded input.
     pub fn min_image_size(&self) -> usize {
-        (1..).find(|&s| {
-            let sides = self.sides(s);
-            sides.len() == 5 && sides[..4].iter().all(|&side| side > 1)
-        })
+        // Every layer but the last is instance-normalised.
+        (1..).find(|&s| self.sides(s).is_some_and(|sides| sides[..sides.len() - 1].iter().all(|&side| side > 1)))
         .expect("a large enough input exists")
     }
 

@@ -45,7 +45,7 @@ impl BlockConfig {
         let affine = self.affine();
         let hd = d / self.heads;
         let attn = lin(d, 3 * d, self.qkv_bias) + lin(d, d, true);
-        let mlp = lin(d, m, true) + lin(m, d, true);
+        let mlp = mlp_params(d, m);
         match self.variant {
             BlockVariant::Vit => attn + mlp + 2 * norm(d, affine),
             BlockVariant::Vit22b => attn + mlp + norm(d, affine) + 2 * norm(hd, affine),
@@ -355,6 +355,11 @@ fn lin(i: usize, o: usize, bias: bool) -> usize {
     i * o + if bias { o } else { 0 }
 }
 
+/// `fc2(GELU(fc1(x)))`, `D -> M -> D` with biases.
+fn mlp_params(d: usize, m: usize) -> usize {
+    lin(d, m, true) + lin(m, d, true)
+}
+
 fn norm(n: usize, affine: Affine) -> usize {
     match affine {
         Affine::Full => 2 * n,
@@ -375,7 +380,7 @@ pub fn param_count(c: &ModelConfig) -> usize {
         + if c.pool == Pool::Cls { d } else { 0 };
     let final_norm = if c.final_norm { norm(d, affine) } else { 0 };
     let map = if c.pool == Pool::Map {
-        d + lin(d, d, true) + lin(d, 2 * d, true) + lin(d, d, true) + 2 * d + lin(d, m, true) + lin(m, d, true)
+        d + lin(d, d, true) + lin(d, 2 * d, true) + lin(d, d, true) + 2 * d + mlp_params(d, m)
     } else {
         0
     };
