@@ -28,6 +28,8 @@ pub enum Value {
     Dict(Vec<(Value, Value)>),
     /// `module.name` as pushed by `GLOBAL` / `STACK_GLOBAL`.
     Global(Rc<str>, Rc<str>),
+    /// A persistent id (`BINPERSID`), by which PyTorch files reference tensor storages.
+    Persistent(Box<Value>),
     /// The result of `REDUCE` (callable applied to args), with the state set by `BUILD`.
     Object {
         callable: Box<Value>,
@@ -90,6 +92,7 @@ impl Value {
             Value::Tuple(_) => "tuple",
             Value::Dict(_) => "dict",
             Value::Global(..) => "global",
+            Value::Persistent(_) => "persistent id",
             Value::Object { .. } => "object",
         }
     }
@@ -102,14 +105,21 @@ const MAX_DEPTH: u32 = 64;
 
 /// Parses one pickle. Errors are plain messages (the caller adds the file name).
 pub fn parse(data: &[u8]) -> Result<Value, String> {
-    Parser {
+    parse_prefix(data).map(|(v, _)| v)
+}
+
+/// Parses the pickle at the start of `data` and returns it with the number of
+/// bytes it took (PyTorch's legacy files are several pickles back to back).
+pub fn parse_prefix(data: &[u8]) -> Result<(Value, usize), String> {
+    let mut p = Parser {
         data,
         pos: 0,
         // Copies made by memo GETs and DUPs, in value nodes: a small multiple of
         // the input size, so a tiny pickle cannot clone a large list over and over.
         copy_budget: 4 * data.len() as u64 + 1024,
-    }
-    .run()
+    };
+    let v = p.run()?;
+    Ok((v, p.pos))
 }
 
 struct Parser<'a> {
@@ -188,7 +198,7 @@ impl Parser<'_> {
         Ok(Value::Str(s.into()))
     }
 
-    fn run(mut self) -> Result<Value, String> {
+    fn run(&mut self) -> Result<Value, String> {
         let mut stack: Vec<Item> = Vec::new();
         let mut memo: HashMap<u64, Node> = HashMap::new();
         macro_rules! pop {
@@ -462,6 +472,11 @@ impl Parser<'_> {
                         push!(leaf(Value::Bytes(b)));
                         continue;
                     }
+                    // `collections.OrderedDict()` (PyTorch state dicts): a dict that SETITEMS fills.
+                    if is_empty_ordered_dict(&callable.v, &args.v) {
+                        push!(Node { v: Value::Dict(Vec::new()), depth: 1, nodes: 1 });
+                        continue;
+                    }
                     let (depth, nodes) = container(&[args.clone_shallow(), callable.clone_shallow()]);
                     push!(Node {
                         v: Value::Object { callable: Box::new(callable.v), args: Box::new(args.v), state: None },
@@ -472,6 +487,10 @@ impl Parser<'_> {
                 b'b' => {
                     let st = pop!();
                     let top = top_container!(at, "BUILD");
+                    // A dict's state is its attributes (a state dict's `_metadata`): not kept.
+                    if matches!(top.v, Value::Dict(_)) {
+                        continue;
+                    }
                     let Value::Object { state, .. } = &mut top.v else {
                         return Err(format!("pickle: BUILD on a {} at offset {at}", top.v.kind()));
                     };
@@ -481,6 +500,11 @@ impl Parser<'_> {
                     if top.depth > MAX_DEPTH {
                         return Err("pickle: values nested too deeply".into());
                     }
+                }
+                b'Q' => {
+                    // BINPERSID: the id is kept for the caller to resolve.
+                    let id = pop!();
+                    push!(Node { v: Value::Persistent(Box::new(id.v)), depth: id.depth + 1, nodes: id.nodes + 1 })
                 }
                 other => return Err(format!("unsupported pickle opcode 0x{other:02x} at offset {at}")),
             }
@@ -494,6 +518,11 @@ impl Parser<'_> {
         self.copy_budget -= nodes;
         Ok(())
     }
+}
+
+fn is_empty_ordered_dict(callable: &Value, args: &Value) -> bool {
+    matches!(callable, Value::Global(m, n) if &**m == "collections" && &**n == "OrderedDict")
+        && matches!(args, Value::Tuple(a) if a.is_empty())
 }
 
 /// `_codecs.encode(s, "latin1")` (or `"latin-1"`) evaluated: the bytes of `s`.
