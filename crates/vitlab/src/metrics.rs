@@ -1,11 +1,14 @@
 //! Classification metrics on host-side logits: top-k accuracy, macro one-vs-rest
 //! AUROC (as torchmetrics' `multiclass` AUROC with `average="macro"`), per-class
 //! accuracy, and the cross-entropy loss. [`fid`]: the Fréchet distance of two
-//! feature sets (the statistics half of FID).
+//! feature sets (the statistics half of FID); [`kid`]: the Kernel Inception
+//! Distance; [`features`]: Inception features of images (the network half).
 
 use serde::{Deserialize, Serialize};
 
+pub mod features;
 pub mod fid;
+pub mod kid;
 
 /// Logits `[n, k]` row-major, with the true labels.
 pub struct Predictions<'a> {

@@ -1,4 +1,4 @@
-//! Image decoding for the folder-based readers: JPEG/PNG files to RGB CHW
+//! Image decoding for the folder-based readers (and FID): JPEG/PNG files to RGB CHW
 //! bytes on several threads, then one common size.
 
 use std::collections::HashMap;
@@ -19,7 +19,7 @@ pub(crate) fn is_image(path: &Path) -> bool {
 }
 
 /// One decoded image: RGB, channel-major.
-pub(crate) struct Img {
+pub struct Img {
     pub h: usize,
     pub w: usize,
     pub chw: Vec<u8>,
@@ -51,7 +51,7 @@ pub(crate) fn decode_bytes(bytes: &[u8]) -> std::result::Result<Img, String> {
     Ok(Img { h, w, chw })
 }
 
-pub(crate) fn decode_file(path: &Path) -> Result<Img> {
+pub fn decode_file(path: &Path) -> Result<Img> {
     let bytes = fs::read(path).map_err(|e| Error::io(path, e))?;
     decode_bytes(&bytes).map_err(|m| Error::data(path, format!("cannot decode image: {m}")))
 }

@@ -12,7 +12,7 @@
 
 pub mod cache;
 pub mod cifar;
-mod decode;
+pub mod decode;
 pub mod download;
 pub mod folder;
 pub mod loader;

@@ -7,7 +7,9 @@
 pub mod config;
 pub mod discriminator;
 pub mod fused;
+pub mod inception;
 pub mod layers;
+pub mod torch_file;
 pub mod vit;
 pub mod vitunet;
 pub mod weights;

@@ -148,6 +148,23 @@ pub fn read_safetensors(path: &Path) -> Result<(TensorMap, HashMap<String, Strin
     Ok((map, meta.metadata().clone().unwrap_or_default()))
 }
 
+/// Reads the float tensors of a weights file in any format vitlab knows, by
+/// content: a state dict `torch.save` wrote (zip or legacy, see
+/// [`super::torch_file`]) or safetensors.
+pub fn read_any(path: &Path) -> Result<TensorMap> {
+    let mut head = [0u8; 4];
+    let n = {
+        use std::io::Read;
+        let mut f = fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        f.read(&mut head).map_err(|e| Error::io(path, e))?
+    };
+    if super::torch_file::looks_like_torch(&head[..n]) {
+        super::torch_file::read_state_dict(path)
+    } else {
+        Ok(read_safetensors(path)?.0)
+    }
+}
+
 /// Writes tensors as float32 safetensors, atomically: a temporary file in the same
 /// folder is written, synced and renamed over `path`, so a crash never leaves a
 /// half-written file under the final name.
