@@ -5,7 +5,8 @@ Times training steps (forward, cross-entropy, backward, AdamW step) or
 inference batches of the same model vitlab benchmarks, written the way a
 PyTorch user would: the plain ViT is timm's ``VisionTransformer`` (fused
 ``scaled_dot_product_attention``), the ViT-22B variants are the reference
-modules of ``tools/make_fixtures.py``. Eager mode, fp32, all CPU threads.
+modules of ``tools/make_fixtures.py``. Eager mode, fp32, all CPU threads. ``--model inception-fid``
+is pytorch-fid's feature extraction (InceptionV3, 2048-d pool, inputs resized to 299).
 
 Prints one JSON line: {"stack", "mode", "batch", "step_ms", "peak_rss_kib", "base_rss_kib"}.
 
@@ -42,6 +43,21 @@ def build(block: str, size: str, image_size: int, patch_size: int, num_classes: 
     return ViT(block, image_size, patch_size, 3, num_classes, depth, dim, mlp, heads)
 
 
+def build_inception_fid():
+    """pytorch-fid 0.3.0's InceptionV3 at its 2048-d pool, as ``python -m pytorch_fid``
+    builds it, but with a fresh initialisation instead of the downloaded weights (speed
+    does not depend on their values; nothing is downloaded)."""
+    import pytorch_fid.inception as pfi
+    from convert_fid_inception import fid_inception_template
+
+    saved = pfi.fid_inception_v3
+    pfi.fid_inception_v3 = fid_inception_template
+    try:
+        return pfi.InceptionV3([pfi.InceptionV3.BLOCK_INDEX_BY_DIM[2048]])
+    finally:
+        pfi.fid_inception_v3 = saved
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="vit-tiny")
@@ -59,11 +75,16 @@ def main():
 
     torch.set_num_threads(os.cpu_count() or 1)
     torch.manual_seed(0)
-    block, size = args.model.rsplit("-", 1)
     base = peak_rss_kib()
-    model = build(block, size, args.image_size, args.patch_size, args.num_classes)
     batch = args.batch if args.mode == "train" else args.infer_batch
-    x = torch.randn(batch, 3, args.image_size, args.image_size)
+    if args.model == "inception-fid":
+        # pytorch-fid's feature extraction: [0, 1] images, resized to 299 inside the model.
+        model = build_inception_fid()
+        x = torch.randint(0, 256, (batch, 3, args.image_size, args.image_size)).float() / 255
+    else:
+        block, size = args.model.rsplit("-", 1)
+        model = build(block, size, args.image_size, args.patch_size, args.num_classes)
+        x = torch.randn(batch, 3, args.image_size, args.image_size)
     y = torch.arange(batch) * 7 % args.num_classes
     times = []
     if args.mode == "train":

@@ -24,6 +24,8 @@ enum Command {
     Eval(commands::eval::Args),
     /// Top classes of image files under a trained model.
     Predict(commands::predict::Args),
+    /// FID and KID of two image folders with the FID Inception network (or save a folder's features).
+    Fid(commands::fid::Args),
     /// Training and inference throughput per backend, optionally against PyTorch.
     Bench(commands::bench::Args),
     /// Datasets: `info` (what a path holds), `download`, `bench` (loader speed).
@@ -44,6 +46,7 @@ fn main() -> ExitCode {
         Command::Train(args) => commands::train::run(args),
         Command::Eval(args) => commands::eval::run(args),
         Command::Predict(args) => commands::predict::run(args),
+        Command::Fid(args) => commands::fid::run(args),
         Command::Bench(args) => commands::bench::run(args),
         Command::Data(args) => commands::data::run(args),
         Command::Sweep(args) => commands::sweep::run(args),

@@ -142,6 +142,34 @@ pub fn time_inference(c: &ModelConfig, device: &Device, batch: usize, warmup: us
     Ok(times)
 }
 
+/// Times FID feature extraction, as `vitlab fid` runs it: `batch` random uint8
+/// `image_size`² images through the preprocessing (bilinear resize to 299) and the
+/// FID InceptionV3 to its 2048-d pool features, with stand-in weights (speed does
+/// not depend on their values).
+pub fn time_fid_features(device: &Device, batch: usize, image_size: usize, warmup: usize, steps: usize) -> Vec<f64> {
+    use crate::data::decode::Img;
+    use crate::metrics::features::{Extractor, Resize};
+    use crate::models::inception::{FidInception, Tap};
+    let extractor = Extractor::new(FidInception::deterministic(device), device.clone(), Resize::PytorchFid, batch);
+    let mut rng = crate::data::loader::Rng::new(0);
+    let images: Vec<Img> = (0..batch)
+        .map(|_| Img {
+            h: image_size,
+            w: image_size,
+            chw: (0..3 * image_size * image_size).map(|_| rng.below(256) as u8).collect(),
+        })
+        .collect();
+    let mut times = Vec::with_capacity(steps);
+    for i in 0..warmup + steps {
+        let start = Instant::now();
+        let _ = extractor.features(&images, Tap::F2048);
+        if i >= warmup {
+            times.push(start.elapsed().as_secs_f64() * 1000.0);
+        }
+    }
+    times
+}
+
 /// What [`loader_throughput`] measured.
 #[derive(Clone, Copy, Debug)]
 pub struct LoaderThroughput {

@@ -15,7 +15,9 @@ use super::{render_table, Format};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Model as BLOCK-SIZE, e.g. vit-tiny, vit22b-small, vit22b-ln-tiny.
+    /// Model as BLOCK-SIZE, e.g. vit-tiny, vit22b-small, vit22b-ln-tiny; or `inception-fid`:
+    /// FID feature extraction (uint8 images of --image-size, resized to 299, 2048-d features;
+    /// inference only, batch --infer-batch, 50 as pytorch-fid) against pytorch-fid's.
     #[arg(long, default_value = "vit-tiny")]
     model: String,
     #[arg(long, default_value_t = 32)]
@@ -74,15 +76,25 @@ fn model_config(args: &Args) -> vitlab::Result<ModelConfig> {
     Ok(c)
 }
 
+/// The model benchmarked: a ViT of the zoo, or the FID Inception network.
+fn is_inception(args: &Args) -> bool {
+    args.model == "inception-fid"
+}
+
 fn run_child(args: &Args, spec: &str) -> vitlab::Result<()> {
     let (backend, mode) = spec.split_once(':').ok_or_else(|| Error::config("--child", "expected BACKEND:MODE"))?;
     let backend: Backend = backend.parse()?;
-    let c = model_config(args)?;
     let device = backend.device()?;
     let base = bench::peak_rss_kib();
-    let (mode, batch, times) = match mode {
-        "train" => (Mode::Train, args.batch, bench::time_training(&c, &device, args.batch, args.warmup, args.steps)?),
-        _ => (Mode::Infer, args.infer_batch, bench::time_inference(&c, &device, args.infer_batch, args.warmup, args.steps)?),
+    let (mode, batch, times) = if is_inception(args) {
+        let times = bench::time_fid_features(&device, args.infer_batch, args.image_size, args.warmup, args.steps);
+        (Mode::Infer, args.infer_batch, times)
+    } else {
+        let c = model_config(args)?;
+        match mode {
+            "train" => (Mode::Train, args.batch, bench::time_training(&c, &device, args.batch, args.warmup, args.steps)?),
+            _ => (Mode::Infer, args.infer_batch, bench::time_inference(&c, &device, args.infer_batch, args.warmup, args.steps)?),
+        }
     };
     let m = Measurement {
         stack: backend.to_string(),
@@ -151,14 +163,16 @@ pub fn run(args: Args) -> vitlab::Result<()> {
     if let Some(path) = &args.data {
         return data_bench(&args, path);
     }
-    let c = model_config(&args)?;
+    let c = if is_inception(&args) { None } else { Some(model_config(&args)?) };
     let backends: Vec<Backend> = if args.backend == "all" {
         Backend::compiled_cpu()
     } else {
         vec![args.backend.parse()?]
     };
     let modes: Vec<&str> = match args.only.as_deref() {
+        None if c.is_none() => vec!["infer"],
         None => vec!["train", "infer"],
+        Some("train") if c.is_none() => return Err(Error::config("--only", "inception-fid is inference only")),
         Some(m @ ("train" | "infer")) => vec![m],
         Some(other) => return Err(Error::config("--only", format!("{other:?}: expected train or infer"))),
     };
@@ -206,25 +220,25 @@ pub fn run(args: Args) -> vitlab::Result<()> {
             }
         }
     }
-    report(&args, &c, &results);
+    report(&args, c.as_ref(), &results);
     Ok(())
 }
 
-fn report(args: &Args, c: &ModelConfig, results: &[Measurement]) {
+fn report(args: &Args, c: Option<&ModelConfig>, results: &[Measurement]) {
     let torch = |mode: Mode| results.iter().find(|r| r.stack == "pytorch" && r.mode == mode);
     let rows: Vec<serde_json::Value> = results
         .iter()
         .map(|r| {
-            let flops = match r.mode {
+            let flops = c.map(|c| match r.mode {
                 Mode::Train => bench::train_flops(c),
                 Mode::Infer => bench::forward_flops(c),
-            };
+            });
             let ips = r.images_per_s();
             let reference = torch(r.mode);
             serde_json::json!({
                 "stack": r.stack, "mode": r.mode, "batch": r.batch,
                 "median_ms": r.median_ms(), "min_ms": r.min_ms(), "steps": r.step_ms.len(),
-                "images_per_s": ips, "gflops": flops * ips / 1e9,
+                "images_per_s": ips, "gflops": flops.map(|f| f * ips / 1e9),
                 "peak_rss_mib": r.peak_rss_kib as f64 / 1024.0,
                 "model_rss_mib": (r.peak_rss_kib.saturating_sub(r.base_rss_kib)) as f64 / 1024.0,
                 "vs_pytorch": reference.map(|p| ips / p.images_per_s()),
@@ -235,10 +249,17 @@ fn report(args: &Args, c: &ModelConfig, results: &[Measurement]) {
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&rows).expect("json")),
         _ => {
-            println!(
-                "{} at {} px, patch {}, {} classes; train batch {}, inference batch {}; median of {} steps per stack",
-                args.model, args.image_size, args.patch_size, args.num_classes, args.batch, args.infer_batch, args.steps * args.rounds
-            );
+            if c.is_some() {
+                println!(
+                    "{} at {} px, patch {}, {} classes; train batch {}, inference batch {}; median of {} steps per stack",
+                    args.model, args.image_size, args.patch_size, args.num_classes, args.batch, args.infer_batch, args.steps * args.rounds
+                );
+            } else {
+                println!(
+                    "FID features: {}x{} uint8 images -> resize to 299 -> InceptionV3 2048-d pool, batch {}; median of {} batches per stack",
+                    args.image_size, args.image_size, args.infer_batch, args.steps * args.rounds
+                );
+            }
             let header = ["stack", "mode", "img/s", "median ms", "min ms", "GFLOP/s", "peak MiB", "x PyTorch", "mem x PyTorch"];
             let f = |v: &serde_json::Value, d: usize| v.as_f64().map_or("-".to_string(), |x| format!("{x:.d$}"));
             let table: Vec<Vec<String>> = rows

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod data;
 pub mod eval;
+pub mod fid;
 pub mod models;
 pub mod predict;
 pub mod report;
