@@ -207,6 +207,12 @@ fn config_errors_name_the_key() {
     let out = vitlab(&["train", "--config", "/nonexistent.toml", "--out", "/tmp/never"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("/nonexistent.toml"), "{err}");
+    // The README's first try of the modern recipe: 2 epochs inside a 5-epoch warmup.
+    let modern = concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/modern-cifar10.toml");
+    let out = vitlab(&["train", "--config", modern, "--out", "/tmp/never", "--set", "data.path=synthetic", "--set", "epochs=2"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("schedule.warmup_epochs") && err.contains("epochs = 2"), "{err}");
+    assert!(err.contains("--set schedule.warmup_epochs=0.20"), "{err}");
 }
 
 /// SIGKILL a training run at several moments (it writes a checkpoint every

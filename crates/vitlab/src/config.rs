@@ -381,6 +381,23 @@ impl ExperimentConfig {
         toml::to_string(self).expect("config serialises")
     }
 
+    /// The error for a warmup of `schedule.warmup_epochs` that a run of `run_epochs`
+    /// epochs (`what` says how that length was set) never finishes.
+    pub fn warmup_error(&self, run_epochs: f64, what: &str) -> Error {
+        let w = self.schedule.warmup_epochs;
+        let peak = self.optim.lr * (run_epochs / w).min(1.0);
+        Error::config(
+            "schedule.warmup_epochs",
+            format!(
+                "{w} epochs of warmup do not end within the run ({what}, {run_epochs:.3} epochs): the learning rate \
+                 would never reach optim.lr = {:e} (at most {peak:.3e}); set schedule.warmup_epochs below the run \
+                 length, e.g. --set schedule.warmup_epochs={:.2}",
+                self.optim.lr,
+                (run_epochs * 0.1).max(0.01)
+            ),
+        )
+    }
+
     pub fn validate(&self) -> Result<()> {
         if self.epochs == 0 && self.max_steps == 0 {
             return Err(Error::config("epochs", "must be at least 1"));
@@ -411,6 +428,11 @@ impl ExperimentConfig {
                     self.backend
                 ),
             ));
+        }
+        // A warmup the run never finishes keeps the LR below optim.lr throughout: refuse it
+        // (runs limited by max_steps are checked by the loop, which knows the steps per epoch).
+        if self.max_steps == 0 && self.schedule.warmup_epochs > 0.0 && self.schedule.warmup_epochs >= self.epochs as f64 {
+            return Err(self.warmup_error(self.epochs as f64, &format!("epochs = {}", self.epochs)));
         }
         if self.schedule.milestones.iter().any(|m| !(0.0..=1.0).contains(m)) {
             return Err(Error::config("schedule.milestones", "milestones are fractions of the epochs, in [0, 1]"));

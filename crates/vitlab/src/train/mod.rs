@@ -284,6 +284,13 @@ pub fn run_loop<T: Task>(
     if batches == 0 {
         return Err(Error::config("batch_size", "the training set is smaller than one batch"));
     }
+    if config.max_steps > 0 {
+        let run_epochs = config.max_steps as f64 / batches as f64;
+        let w = config.schedule.warmup_epochs;
+        if w > 0.0 && w >= run_epochs.min(config.epochs.max(1) as f64) {
+            return Err(config.warmup_error(run_epochs, &format!("max_steps = {}, {batches} batches per epoch", config.max_steps)));
+        }
+    }
     let mut state = match resume {
         Some(ck) => {
             task.restore(&ck.tensors, &ck.state, &ck.path)?;
