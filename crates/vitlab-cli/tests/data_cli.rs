@@ -1,4 +1,5 @@
-//! `vitlab data info | download | bench` end to end on a tiny CIFAR-10 binary release.
+//! `vitlab data info | download | bench` end to end on a tiny CIFAR-10 binary
+//! release; `vitlab data unpaired` on a tiny image folder.
 
 use std::fs;
 use std::path::Path;
@@ -80,4 +81,169 @@ fn data_download_list_and_bench() {
     let (ok, out, err) = vitlab(&["data", "bench", dir.to_str().unwrap(), "--batch", "8", "--seconds", "0.2", "--no-cache"]);
     assert!(ok, "{err}");
     assert!(out.contains("images/s"), "{out}");
+}
+
+/// The pixels of image `i` of class `c`: each image different, lossless in PNG.
+fn pattern(c: u32, i: u32, size: u32) -> image::RgbImage {
+    image::RgbImage::from_fn(size, size, |x, y| image::Rgb([(c * 80 + x) as u8, (i * 20 + y) as u8, (c * 7 + i * 3 + x * y) as u8]))
+}
+
+/// An image folder `root/{train,test}/<class>/NN.png` of 4x4 images (or
+/// `root/<class>/` when `test` is 0): classes cat, dog, fox.
+fn tiny_folder(root: &Path, train: u32, test: u32) -> std::path::PathBuf {
+    for (ci, class) in ["cat", "dog", "fox"].iter().enumerate() {
+        let splits: Vec<(&str, u32)> = if test == 0 { vec![("", train)] } else { vec![("train", train), ("test", test)] };
+        for (split, n) in splits {
+            let dir = root.join(split).join(class);
+            fs::create_dir_all(&dir).unwrap();
+            for i in 0..n {
+                pattern(ci as u32, i + if split == "test" { 100 } else { 0 }, 4).save(dir.join(format!("{i:02}.png"))).unwrap();
+            }
+        }
+    }
+    root.to_path_buf()
+}
+
+/// The sorted file names of a folder and the decoded images.
+fn pngs(dir: &Path) -> Vec<(String, image::RgbImage)> {
+    let mut v: Vec<_> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let p = e.unwrap().path();
+            (p.file_name().unwrap().to_string_lossy().into_owned(), image::open(&p).unwrap().into_rgb8())
+        })
+        .collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
+
+/// Nothing but `keep` in `dir` (no `*.tmp-*` leftovers).
+fn only(dir: &Path, keep: &[&str]) {
+    let mut names: Vec<String> = fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    let mut keep: Vec<String> = keep.iter().map(|s| s.to_string()).collect();
+    keep.sort();
+    assert_eq!(names, keep);
+}
+
+#[test]
+fn data_unpaired_writes_a_folder_that_data_info_reads() {
+    let t = tempfile::tempdir().unwrap();
+    let src = tiny_folder(&t.path().join("src"), 5, 2);
+    let out = t.path().join("cat2fox");
+    let s = src.to_str().unwrap();
+    let (ok, stdout, err) = vitlab(&["data", "unpaired", s, "--a", "cat", "--b", "fox", "--out", out.to_str().unwrap(), "--no-cache"]);
+    assert!(ok, "{err}");
+    assert!(stdout.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["trainA", "cat", "5", "5"]), "{stdout}");
+    assert!(stdout.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["testB", "fox", "2", "2"]), "{stdout}");
+    assert!(stdout.contains("size     4x4 (the source's size)"), "{stdout}");
+    only(t.path(), &["src", "cat2fox"]);
+    only(&out, &["trainA", "trainB", "testA", "testB", "unpaired.json"]);
+    // Source order, pixels unchanged (PNG is lossless): trainB/00003.png is train/fox/03.png.
+    let train_b = pngs(&out.join("trainB"));
+    let names: Vec<&str> = train_b.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["00000.png", "00001.png", "00002.png", "00003.png", "00004.png"]);
+    assert_eq!(train_b[3].1, pattern(2, 3, 4));
+    assert_eq!(pngs(&out.join("testA"))[1].1, pattern(0, 101, 4));
+    let record: serde_json::Value = serde_json::from_str(&fs::read_to_string(out.join("unpaired.json")).unwrap()).unwrap();
+    assert_eq!((record["a"].as_str(), record["b"].as_str()), (Some("cat"), Some("fox")));
+
+    let info = |dir: &Path| -> serde_json::Value {
+        let (ok, stdout, err) = vitlab(&["data", "info", dir.to_str().unwrap(), "--format", "json", "--no-cache"]);
+        assert!(ok, "{err}");
+        serde_json::from_str(&stdout).unwrap()
+    };
+    let v = info(&out);
+    assert_eq!(v["format"], "unpaired");
+    assert_eq!(v["splits"]["train"]["per_class"], serde_json::json!({"A": 5, "B": 5}));
+    assert_eq!(v["splits"]["test"]["per_class"], serde_json::json!({"A": 2, "B": 2}));
+    assert_eq!((v["height"].as_u64(), v["width"].as_u64()), (Some(4), Some(4)));
+
+    // --size resizes; an existing empty --out is used.
+    let out8 = t.path().join("cat2dog-8");
+    fs::create_dir(&out8).unwrap();
+    let (ok, stdout, err) = vitlab(&["data", "unpaired", s, "--a", "dog", "--b", "cat", "--out", out8.to_str().unwrap(), "--size", "8", "--no-cache"]);
+    assert!(ok, "{err}");
+    assert!(stdout.contains("size     8x8 (resized from 4x4, bilinear)"), "{stdout}");
+    assert!(pngs(&out8.join("testB")).iter().all(|(_, im)| im.dimensions() == (8, 8)));
+    let v = info(&out8);
+    assert_eq!((v["height"].as_u64(), v["splits"]["train"]["count"].as_u64()), (Some(8), Some(10)));
+
+    // A source without a test split gives trainA/ trainB/ and says so.
+    let flat = tiny_folder(&t.path().join("flat"), 3, 0);
+    let out_flat = t.path().join("flat-out");
+    let (ok, stdout, err) = vitlab(&["data", "unpaired", flat.to_str().unwrap(), "--a", "cat", "--b", "dog", "--out", out_flat.to_str().unwrap(), "--no-cache"]);
+    assert!(ok, "{err}");
+    assert!(stdout.contains("has no test split: wrote trainA/ and trainB/ only"), "{stdout}");
+    only(&out_flat, &["trainA", "trainB", "unpaired.json"]);
+    let v = info(&out_flat);
+    assert_eq!(v["splits"]["train"]["count"], 6);
+    assert!(v["splits"].get("test").is_none(), "{v}");
+}
+
+#[test]
+fn data_unpaired_errors() {
+    let t = tempfile::tempdir().unwrap();
+    let src = tiny_folder(&t.path().join("src"), 2, 1);
+    let s = src.to_str().unwrap();
+    let out = t.path().join("out");
+    let o = out.to_str().unwrap();
+    let (ok, _, err) = vitlab(&["data", "unpaired", s, "--a", "cat", "--b", "horse", "--out", o, "--no-cache"]);
+    assert!(!ok);
+    assert!(err.contains("--b") && err.contains("unknown class \"horse\"") && err.contains("cat, dog, fox"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let (ok, _, err) = vitlab(&["data", "unpaired", s, "--a", "dog", "--b", "dog", "--out", o, "--no-cache"]);
+    assert!(!ok);
+    assert!(err.contains("--b") && err.contains("must differ"), "{err}");
+    assert!(!out.exists());
+    // An existing non-empty --out is refused and left as it was.
+    fs::create_dir(&out).unwrap();
+    fs::write(out.join("keep.txt"), "mine").unwrap();
+    let (ok, _, err) = vitlab(&["data", "unpaired", s, "--a", "cat", "--b", "dog", "--out", o, "--no-cache"]);
+    assert!(!ok);
+    assert!(err.contains(o) && err.contains("not empty"), "{err}");
+    only(&out, &["keep.txt"]);
+    only(t.path(), &["src", "out"]);
+    // An --out inside the source would become part of it.
+    let inside = src.join("train").join("made");
+    let (ok, _, err) = vitlab(&["data", "unpaired", s, "--a", "cat", "--b", "dog", "--out", inside.to_str().unwrap(), "--no-cache"]);
+    assert!(!ok);
+    assert!(err.contains("inside the source"), "{err}");
+    only(&src.join("train"), &["cat", "dog", "fox"]);
+}
+
+#[test]
+fn data_unpaired_seeded_limits_pick_the_same_images() {
+    let t = tempfile::tempdir().unwrap();
+    let src = tiny_folder(&t.path().join("src"), 8, 4);
+    let s = src.to_str().unwrap();
+    let run = |name: &str, seed: &str| -> std::path::PathBuf {
+        let out = t.path().join(name);
+        let args = ["data", "unpaired", s, "--a", "fox", "--b", "cat", "--out", out.to_str().unwrap(), "--limit-train", "3", "--limit-test", "2", "--seed", seed, "--no-cache"];
+        let (ok, stdout, err) = vitlab(&args);
+        assert!(ok, "{err}");
+        assert!(stdout.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["trainA", "fox", "3", "8"]), "{stdout}");
+        assert!(stdout.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["testB", "cat", "2", "4"]), "{stdout}");
+        out
+    };
+    let (one, two, other) = (run("one", "5"), run("two", "5"), run("other", "6"));
+    let mut differs = false;
+    for d in ["trainA", "trainB", "testA", "testB"] {
+        let (a, b, c) = (pngs(&one.join(d)), pngs(&two.join(d)), pngs(&other.join(d)));
+        assert_eq!(a, b, "{d}");
+        differs |= a != c;
+        // Each picked image is one of the source's images of that class, in source order.
+        let (class, split, n, first) = match d {
+            "trainA" => (2, "train", 8, 0),
+            "trainB" => (0, "train", 8, 0),
+            "testA" => (2, "test", 4, 100),
+            _ => (0, "test", 4, 100),
+        };
+        let positions: Vec<u32> = a
+            .iter()
+            .map(|(_, im)| (0..n).find(|&i| *im == pattern(class, first + i, 4)).unwrap_or_else(|| panic!("{d}: not a source image of {split}")))
+            .collect();
+        assert!(positions.windows(2).all(|w| w[0] < w[1]), "{d}: {positions:?}");
+    }
+    assert!(differs, "seeds 5 and 6 picked the same images everywhere");
 }

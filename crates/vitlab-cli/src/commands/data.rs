@@ -1,12 +1,13 @@
-//! `vitlab data`: inspect (`info`), fetch (`download`) and time (`bench`) datasets.
+//! `vitlab data`: inspect (`info`), fetch (`download`) and time (`bench`)
+//! datasets; make an unpaired folder from two classes of one (`unpaired`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
 use vitlab::data::download;
 use vitlab::data::loader::{Loader, LoaderConfig};
-use vitlab::data::{open_with, Augment, CacheStatus, Dataset, Normalize, OpenOptions};
+use vitlab::data::{make_unpaired, open_with, Augment, CacheStatus, Dataset, Normalize, OpenOptions, UnpairedOptions};
 
 use super::render_table;
 
@@ -58,6 +59,38 @@ enum DataCommand {
         normalize: String,
         #[command(flatten)]
         open: OpenArgs,
+    },
+    /// Make a CycleGAN-style unpaired folder (trainA/ trainB/ testA/ testB/ of PNGs) from two classes of a labelled dataset.
+    Unpaired {
+        /// A CIFAR archive or folder, an image folder or Tiny-ImageNet.
+        source: PathBuf,
+        /// The class of domain A, exactly as `vitlab data info` lists it.
+        #[arg(long)]
+        a: String,
+        /// The class of domain B.
+        #[arg(long)]
+        b: String,
+        /// The folder to make; must not exist, or be empty.
+        #[arg(long)]
+        out: PathBuf,
+        /// Resize every image to N x N (bilinear); default: keep the source size.
+        #[arg(long, value_name = "N")]
+        size: Option<usize>,
+        /// At most N training images per domain, a seeded random subset (0 = all).
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        limit_train: usize,
+        /// At most N test images per domain, a seeded random subset (0 = all).
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        limit_test: usize,
+        /// Seed of the --limit-train / --limit-test subsets.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Keep the source's decoded-dataset cache here (default: beside the data).
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
+        /// Neither read nor write the source's cache.
+        #[arg(long)]
+        no_cache: bool,
     },
 }
 
@@ -111,7 +144,60 @@ pub fn run(args: Args) -> vitlab::Result<()> {
             normalize,
             open,
         } => bench(path, batch, workers, seconds, &augment, &normalize, &open),
+        DataCommand::Unpaired {
+            source,
+            a,
+            b,
+            out,
+            size,
+            limit_train,
+            limit_test,
+            seed,
+            cache_dir,
+            no_cache,
+        } => {
+            let options = UnpairedOptions {
+                a,
+                b,
+                size,
+                limit_train,
+                limit_test,
+                seed,
+                threads: 0,
+            };
+            let open = OpenOptions {
+                cache: !no_cache,
+                cache_dir,
+                image_size: None,
+                threads: 0,
+            };
+            unpaired(&source, &out, &options, &open)
+        }
     }
+}
+
+fn unpaired(source: &Path, out: &Path, options: &UnpairedOptions, open: &OpenOptions) -> vitlab::Result<()> {
+    let t = Instant::now();
+    let s = make_unpaired(source, out, options, open)?;
+    let secs = t.elapsed().as_secs_f64();
+    println!("source   {}", s.source);
+    let rows: Vec<Vec<String>> = s
+        .folders
+        .iter()
+        .map(|f| vec![f.name.clone(), f.class.clone(), f.count.to_string(), f.available.to_string()])
+        .collect();
+    println!("{}", render_table(&["folder", "class", "images", "in source"], &rows));
+    let how = if (s.height, s.width) == (s.source_height, s.source_width) {
+        "the source's size".to_string()
+    } else {
+        format!("resized from {}x{}, bilinear", s.source_height, s.source_width)
+    };
+    println!("size     {}x{} ({how})", s.height, s.width);
+    for n in &s.notes {
+        println!("note     {n}");
+    }
+    println!("wrote    {} in {secs:.2} s", s.out.display());
+    Ok(())
 }
 
 fn info(path: PathBuf, format: InfoFormat, open: &OpenArgs) -> vitlab::Result<()> {

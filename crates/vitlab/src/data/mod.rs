@@ -1,6 +1,7 @@
 //! The data layer: dataset readers (CIFAR-10/100 binary and pickle, image
 //! folders, CycleGAN-style unpaired folders, Tiny-ImageNet), a decoded-dataset
-//! cache, downloads, and a multi-threaded augmenting batch loader.
+//! cache, downloads, a multi-threaded augmenting batch loader, and
+//! [`make_unpaired()`] (two classes of a labelled dataset as an unpaired folder).
 //!
 //! Everything decodes to an in-memory [`ImageSet`] (uint8 NCHW + labels); the
 //! [`loader`] turns index lists into normalised float batches on worker threads.
@@ -16,6 +17,7 @@ pub mod decode;
 pub mod download;
 pub mod folder;
 pub mod loader;
+pub mod make_unpaired;
 pub mod pickle;
 pub mod tiny_imagenet;
 pub mod unpaired;
@@ -24,6 +26,7 @@ mod dataset;
 mod split;
 
 pub use dataset::{open, open_with, CacheStatus, CoarseLabels, DataFormat, Dataset, OpenOptions};
+pub use make_unpaired::{make_unpaired, write_unpaired, UnpairedFolder, UnpairedOptions, UnpairedSummary};
 pub use split::stratified_split;
 
 use serde::{Deserialize, Serialize};
