@@ -18,8 +18,10 @@ struct Cli {
 enum Command {
     /// List every block variant x size with its dimensions and parameter count.
     Models(commands::models::Args),
-    /// Train a classifier from a TOML experiment config (or resume a run).
+    /// Train a classifier or a CycleGAN from a TOML experiment config (or resume a run).
     Train(commands::train::Args),
+    /// Translate images with a generator of a CycleGAN run.
+    Translate(commands::translate::Args),
     /// Test metrics of a checkpoint or run directory on a dataset.
     Eval(commands::eval::Args),
     /// Top classes of image files under a trained model.
@@ -28,7 +30,7 @@ enum Command {
     Fid(commands::fid::Args),
     /// Training and inference throughput per backend, optionally against PyTorch.
     Bench(commands::bench::Args),
-    /// Datasets: `info` (what a path holds), `download`, `bench` (loader speed).
+    /// Datasets: `info` (what a path holds), `download`, `bench` (loader speed), `unpaired` (two classes -> a CycleGAN folder).
     Data(commands::data::Args),
     /// Run every grid cell x seed as its own run directory (restartable).
     Sweep(commands::sweep::Args),
@@ -44,6 +46,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Models(args) => commands::models::run(args),
         Command::Train(args) => commands::train::run(args),
+        Command::Translate(args) => commands::translate::run(args),
         Command::Eval(args) => commands::eval::run(args),
         Command::Predict(args) => commands::predict::run(args),
         Command::Fid(args) => commands::fid::run(args),

@@ -176,6 +176,10 @@ pub enum ScheduleName {
     Constant,
     Multistep,
     Cosine,
+    /// Constant, then linear decay towards 0 over the last `decay_epochs` epochs, changing
+    /// at epoch boundaries as pytorch-CycleGAN-and-pix2pix's `linear` policy (its
+    /// `--n_epochs 100 --n_epochs_decay 100` is `epochs = 200`, `decay_epochs = 100`).
+    Linear,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -189,6 +193,8 @@ pub struct ScheduleSection {
     pub warmup_epochs: f64,
     /// Cosine: the final LR as a fraction of the peak.
     pub min_lr_ratio: f64,
+    /// Linear: the epochs of decay at the end of the run (whole epochs).
+    pub decay_epochs: usize,
 }
 
 impl Default for ScheduleSection {
@@ -199,6 +205,7 @@ impl Default for ScheduleSection {
             gamma: 0.5,
             warmup_epochs: 0.0,
             min_lr_ratio: 0.0,
+            decay_epochs: 0,
         }
     }
 }
@@ -262,10 +269,81 @@ pub enum Precision {
     Bf16,
 }
 
-/// A classification experiment.
+/// What a run trains.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskKind {
+    /// An image classifier (`[model]` is the ViT).
+    #[default]
+    Classify,
+    /// Unpaired image-to-image translation: two ViTUnet generators (`[model]`) and two
+    /// discriminators trained as CycleGAN (`[cyclegan]`).
+    Cyclegan,
+}
+
+/// The CycleGAN trainer's settings (docs/CONFIG.md). The generators are `[model]`
+/// (block, size, image and patch size, and the dimension overrides), the optimiser
+/// `[optim]` (Adam 2e-4, betas (0.5, 0.999) in configs/cyclegan-*.toml), the schedule
+/// `[schedule]` (`linear`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CycleganSection {
+    pub discriminator: crate::models::DiscriminatorKind,
+    /// Weight of the L1 cycle-consistency terms.
+    pub lambda_cycle: f64,
+    /// Weight of the identity terms, relative to `lambda_cycle` (0 disables them).
+    pub lambda_identity: f64,
+    /// Generated images the discriminators replay (0: no history pool).
+    pub pool_size: usize,
+    /// Training images are resized to this side, then randomly cropped to
+    /// `model.image_size` (0: resized to `model.image_size`, no crop).
+    pub load_size: usize,
+    /// Random horizontal flips of training images.
+    pub flip: bool,
+    /// The generators' CNN refiner width (64 in the paper).
+    pub refiner_width: usize,
+    /// FID feature layer (64, 192, 768 or 2048; the paper's torchmetrics FID uses 64).
+    pub fid_feature: usize,
+    /// FID preprocessing: pytorch-fid, torch-fidelity or torchmetrics.
+    pub fid_preprocess: String,
+    /// Measure FID_A / FID_B every N epochs and after the last (0: never).
+    pub fid_every: usize,
+    /// Test images per domain FID uses (0: all).
+    pub fid_images: usize,
+    /// The FID weights file ("": the usual places, see docs/FID.md).
+    pub fid_weights: String,
+    /// Test images per domain in the sample grids.
+    pub samples: usize,
+    /// Sample grids every this fraction of the training steps (0: none).
+    pub sample_every: f64,
+}
+
+impl Default for CycleganSection {
+    fn default() -> Self {
+        CycleganSection {
+            discriminator: crate::models::DiscriminatorKind::Patchgan,
+            lambda_cycle: 10.0,
+            lambda_identity: 0.5,
+            pool_size: 50,
+            load_size: 0,
+            flip: true,
+            refiner_width: 64,
+            fid_feature: 64,
+            fid_preprocess: "torchmetrics".into(),
+            fid_every: 1,
+            fid_images: 0,
+            fid_weights: String::new(),
+            samples: 8,
+            sample_every: 0.1,
+        }
+    }
+}
+
+/// An experiment: a classifier or a CycleGAN (`task`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ExperimentConfig {
+    pub task: TaskKind,
     pub seed: u64,
     pub epochs: usize,
     pub batch_size: usize,
@@ -284,11 +362,13 @@ pub struct ExperimentConfig {
     pub stabilizers: StabilizerSection,
     pub monitor: MonitorSection,
     pub checkpoint: CheckpointSection,
+    pub cyclegan: CycleganSection,
 }
 
 impl Default for ExperimentConfig {
     fn default() -> Self {
         ExperimentConfig {
+            task: TaskKind::Classify,
             seed: 0,
             epochs: 10,
             batch_size: 128,
@@ -305,6 +385,7 @@ impl Default for ExperimentConfig {
             stabilizers: StabilizerSection::default(),
             monitor: MonitorSection::default(),
             checkpoint: CheckpointSection::default(),
+            cyclegan: CycleganSection::default(),
         }
     }
 }
@@ -377,6 +458,30 @@ impl ExperimentConfig {
         Self::from_table(table, &source)
     }
 
+    fn validate_cyclegan(&self) -> Result<()> {
+        let c = &self.cyclegan;
+        for (field, v) in [("cyclegan.lambda_cycle", c.lambda_cycle), ("cyclegan.lambda_identity", c.lambda_identity)] {
+            if !(v >= 0.0 && v.is_finite()) {
+                return Err(Error::config(field, "must be a non-negative number"));
+            }
+        }
+        if c.load_size != 0 && c.load_size < self.model.image_size {
+            return Err(Error::config(
+                "cyclegan.load_size",
+                format!("{} is smaller than the crop, model.image_size = {}", c.load_size, self.model.image_size),
+            ));
+        }
+        crate::models::inception::Tap::parse("cyclegan.fid_feature", &c.fid_feature.to_string())?;
+        crate::metrics::features::Resize::parse("cyclegan.fid_preprocess", &c.fid_preprocess)?;
+        if !(0.0..=1.0).contains(&c.sample_every) {
+            return Err(Error::config("cyclegan.sample_every", "a fraction of the training steps, in [0, 1]"));
+        }
+        if self.data.path == "synthetic" {
+            return Err(Error::config("data.path", "a CycleGAN run needs an unpaired folder (trainA/ trainB/ testA/ testB/)"));
+        }
+        Ok(())
+    }
+
     pub fn to_toml(&self) -> String {
         toml::to_string(self).expect("config serialises")
     }
@@ -436,6 +541,23 @@ impl ExperimentConfig {
         }
         if self.schedule.milestones.iter().any(|m| !(0.0..=1.0).contains(m)) {
             return Err(Error::config("schedule.milestones", "milestones are fractions of the epochs, in [0, 1]"));
+        }
+        if self.schedule.name == ScheduleName::Linear {
+            let d = self.schedule.decay_epochs;
+            if d == 0 || (self.max_steps == 0 && d > self.epochs) {
+                return Err(Error::config(
+                    "schedule.decay_epochs",
+                    format!(
+                        "{d} epochs of decay with epochs = {}: the linear schedule decays over the last \
+                         decay_epochs epochs of the run, so it needs 1 <= decay_epochs <= epochs \
+                         (CycleGAN's 100 + 100 is epochs = 200, decay_epochs = 100)",
+                        self.epochs
+                    ),
+                ));
+            }
+        }
+        if self.task == TaskKind::Cyclegan {
+            self.validate_cyclegan()?;
         }
         Ok(())
     }

@@ -10,6 +10,7 @@ pub mod report;
 pub mod stability;
 pub mod sweep;
 pub mod train;
+pub mod translate;
 
 use std::str::FromStr;
 

@@ -1,11 +1,10 @@
-//! `vitlab train`: train a classifier from a TOML experiment config.
+//! `vitlab train`: train a classifier or a CycleGAN (`task`) from a TOML experiment config.
 
 use std::path::PathBuf;
 
 use vitlab::config::ExperimentConfig;
-use vitlab::train::classify;
 use vitlab::train::progress::Progress;
-use vitlab::train::RunDir;
+use vitlab::train::{Outcome, RunDir, Start};
 use vitlab::Error;
 
 #[derive(clap::Args)]
@@ -33,7 +32,7 @@ pub fn run(args: Args) -> vitlab::Result<()> {
     let (run, results) = match args.resume {
         Some(dir) => {
             let run = RunDir::new(dir);
-            let results = classify::train(classify::Start::Resume(&args.overrides), &run, &mut progress)?;
+            let results = vitlab::train::train(Start::Resume(&args.overrides), &run, &mut progress)?;
             (run, results)
         }
         None => {
@@ -52,21 +51,37 @@ pub fn run(args: Args) -> vitlab::Result<()> {
                 ));
             }
             let run = RunDir::new(out);
-            let results = classify::train(classify::Start::New(&config), &run, &mut progress)?;
+            let results = vitlab::train::train(Start::New(&config), &run, &mut progress)?;
             (run, results)
         }
     };
-    println!("{}", serde_json::to_string_pretty(&serde_json::json!({
-        "run": run.root,
-        "exit_cause": results.exit_cause,
-        "explosion": results.explosion,
-        "epochs": results.epochs,
-        "steps": results.steps,
-        "best_val_acc": results.best_val_acc,
-        "test_top1": results.test.as_ref().map(|t| t.top1),
-        "test_top5": results.test.as_ref().map(|t| t.top5),
-        "test_auroc": results.test.as_ref().and_then(|t| t.auroc),
-        "wall_time_s": results.wall_time_s,
-    })).expect("json"));
+    let summary = match results {
+        Outcome::Classify(results) => serde_json::json!({
+            "run": run.root,
+            "exit_cause": results.exit_cause,
+            "explosion": results.explosion,
+            "epochs": results.epochs,
+            "steps": results.steps,
+            "best_val_acc": results.best_val_acc,
+            "test_top1": results.test.as_ref().map(|t| t.top1),
+            "test_top5": results.test.as_ref().map(|t| t.top5),
+            "test_auroc": results.test.as_ref().and_then(|t| t.auroc),
+            "wall_time_s": results.wall_time_s,
+        }),
+        Outcome::Cyclegan(results) => serde_json::json!({
+            "run": run.root,
+            "task": "cyclegan",
+            "exit_cause": results.exit_cause,
+            "explosion": results.explosion,
+            "epochs": results.epochs,
+            "steps": results.steps,
+            "fid_a": results.fid_a,
+            "fid_b": results.fid_b,
+            "fid_note": results.fid_note,
+            "best_epoch": results.best_epoch,
+            "wall_time_s": results.wall_time_s,
+        }),
+    };
+    println!("{}", serde_json::to_string_pretty(&summary).expect("json"));
     Ok(())
 }

@@ -31,6 +31,11 @@ impl Rng {
         r
     }
 
+    /// The generator's state (a checkpoint stores it; [`Rng::new`] restores it).
+    pub fn state(&self) -> u64 {
+        self.0
+    }
+
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E3779B97F4A7C15);
         let mut z = self.0;

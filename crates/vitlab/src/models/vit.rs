@@ -215,23 +215,29 @@ pub struct Vit {
 /// initial weights must not interleave with another thread doing the same.
 static SEEDED_INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// Builds a module with `build` whose initial weights depend only on `seed`
+/// (reproducible even when several threads build models at once).
+pub fn seeded<M: Module>(device: &Device, seed: u64, build: impl FnOnce() -> Result<M>) -> Result<M> {
+    let _guard = SEEDED_INIT.lock().unwrap_or_else(|e| e.into_inner());
+    device.seed(seed);
+    let model = build()?;
+    // burn initialises parameters lazily, on first use: draw them all now,
+    // while the generator is ours.
+    struct Touch;
+    impl burn::module::ModuleVisitor for Touch {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let _ = param.val();
+        }
+    }
+    model.visit(&mut Touch);
+    Ok(model)
+}
+
 impl Vit {
     /// Builds a model whose initial weights depend only on `seed` (reproducible
     /// even when several threads build models at once).
     pub fn seeded(c: &ModelConfig, device: &Device, seed: u64) -> Result<Self> {
-        let _guard = SEEDED_INIT.lock().unwrap_or_else(|e| e.into_inner());
-        device.seed(seed);
-        let model = Self::new(c, device)?;
-        // burn initialises parameters lazily, on first use: draw them all now,
-        // while the generator is ours.
-        struct Touch;
-        impl burn::module::ModuleVisitor for Touch {
-            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-                let _ = param.val();
-            }
-        }
-        model.visit(&mut Touch);
-        Ok(model)
+        seeded(device, seed, || Self::new(c, device))
     }
 
     /// Builds a randomly initialised model; fails if the configuration is invalid.

@@ -304,6 +304,7 @@ impl Task for Classifier {
             grads: stats,
             blocks,
             explosion,
+            extra: Vec::new(),
         })
     }
 
@@ -315,7 +316,12 @@ impl Task for Classifier {
         Ok(Some(Validation {
             loss: m.loss,
             accuracy: m.top1,
+            extra: Vec::new(),
         }))
+    }
+
+    fn validates(&self) -> bool {
+        self.val.is_some()
     }
 
     fn checkpoint_tensors(&self) -> TensorMap {
@@ -358,45 +364,24 @@ pub struct Results {
     pub data: String,
 }
 
-/// How [`train`] starts.
-pub enum Start<'a> {
-    /// A new run with this config.
-    New(&'a ExperimentConfig),
-    /// Continue from the run's latest checkpoint, with its config and these
-    /// `key=value` overrides (e.g. a larger `epochs` or `max_steps`).
-    Resume(&'a [String]),
-}
+pub use super::Start;
 
 /// Trains (or resumes) a classifier in `run`; writes every run file and returns the results.
 pub fn train(start: Start, run: &RunDir, progress: &mut Progress) -> Result<Results> {
-    run.create()?;
-    let resume = matches!(start, Start::Resume(_));
-    let checkpoint = if resume {
-        let path = run.latest();
-        if !path.exists() {
-            return Err(Error::config(
-                "--resume",
-                format!("{} has no checkpoint to resume from ({} is missing)", run.root.display(), path.display()),
-            ));
-        }
-        Some(Checkpoint::load(&path)?)
-    } else {
-        None
-    };
-    // A resumed run continues with the config it started with (plus overrides).
-    let config = match (&start, &checkpoint) {
-        (Start::New(c), _) => (*c).clone(),
-        (Start::Resume(overrides), Some(ck)) => {
-            let mut table: toml::Table = toml::from_str(&ck.config.to_toml()).expect("config round-trips");
-            for o in overrides.iter() {
-                let (k, v) = crate::config::parse_override(o)?;
-                crate::config::set_key(&mut table, &k, &v)?;
-            }
-            ExperimentConfig::from_table(table, "--set")?
-        }
-        (Start::Resume(_), None) => unreachable!("resume loads a checkpoint"),
-    };
-    crate::models::weights::atomic_write(&run.config(), config.to_toml().as_bytes())?;
+    let (config, checkpoint) = super::prepare(&start, run)?;
+    if config.task != crate::config::TaskKind::Classify {
+        return Err(Error::config("task", "this run is not a classifier; use vitlab::train::train"));
+    }
+    train_prepared(config, checkpoint, run, progress)
+}
+
+/// Trains (or resumes) a classifier with a prepared config (see [`super::train`]).
+pub fn train_prepared(
+    config: ExperimentConfig,
+    checkpoint: Option<Checkpoint>,
+    run: &RunDir,
+    progress: &mut Progress,
+) -> Result<Results> {
     let device = config.backend.device()?;
     let splits = load_splits(&config)?;
     progress.message(&format!("data: {}", splits.description));

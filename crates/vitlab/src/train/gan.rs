@@ -58,6 +58,24 @@ impl ImagePool {
         self.images.is_empty()
     }
 
+    /// The stored images and the generator's state, for a checkpoint.
+    pub fn state(&self) -> (&[Tensor<3>], u64) {
+        (&self.images, self.rng.state())
+    }
+
+    /// Restores [`ImagePool::state`]; images beyond the capacity are an error.
+    pub fn restore(&mut self, images: Vec<Tensor<3>>, rng_state: u64) -> crate::Result<()> {
+        if images.len() > self.capacity {
+            return Err(crate::Error::config(
+                "cyclegan.pool_size",
+                format!("the checkpoint's pool holds {} images, more than the capacity {}", images.len(), self.capacity),
+            ));
+        }
+        self.images = images;
+        self.rng = Rng::new(rng_state);
+        Ok(())
+    }
+
     /// The batch `[B, C, H, W]` the discriminator trains on, given the newly
     /// generated batch (detached: the pool keeps no graph).
     pub fn query(&mut self, generated: Tensor<4>) -> Tensor<4> {

@@ -8,6 +8,7 @@
 
 pub mod checkpoint;
 pub mod classify;
+pub mod cyclegan;
 pub mod gan;
 pub mod optim;
 pub mod progress;
@@ -91,6 +92,8 @@ pub struct LoopState {
     pub batch: usize,
     /// Optimiser steps taken.
     pub step: u64,
+    /// The best validation score so far: accuracy for a classifier, minus
+    /// (FID_A + FID_B) for a CycleGAN (higher is better for both).
     pub best_val_acc: Option<f64>,
     pub best_epoch: Option<usize>,
     pub epochs_since_best: usize,
@@ -101,6 +104,9 @@ pub struct LoopState {
     pub epoch_correct: u64,
     pub epoch_count: u64,
     pub epoch_seconds: f64,
+    /// Running sums of the task's own step columns ([`Task::step_columns`]).
+    #[serde(default)]
+    pub epoch_extra_sums: Vec<f64>,
 }
 
 /// Why a run stopped.
@@ -187,13 +193,18 @@ pub struct StepOutput {
     pub blocks: Vec<BlockMonitor>,
     /// Set when the step diverged; the parameters were then left unchanged.
     pub explosion: Option<Explosion>,
+    /// The task's own monitors, in [`Task::step_columns`] order.
+    pub extra: Vec<f64>,
 }
 
 /// Validation result of an epoch.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Validation {
     pub loss: f64,
+    /// The score the best checkpoint is chosen by (higher is better).
     pub accuracy: f64,
+    /// The task's own validation metrics, in [`Task::validation_columns`] order.
+    pub extra: Vec<f64>,
 }
 
 /// A trainer plugged into [`run_loop`].
@@ -211,6 +222,89 @@ pub trait Task {
     fn restore(&mut self, tensors: &TensorMap, state: &LoopState, source: &Path) -> Result<()>;
     /// Extra metadata of checkpoints (e.g. the model config), as JSON strings.
     fn checkpoint_metadata(&self) -> HashMap<String, String>;
+    /// Whether [`Task::validate`] can give a score: when not, `best` is the latest state.
+    fn validates(&self) -> bool {
+        true
+    }
+    /// Whether steps report a training accuracy (`train_acc`, `acc` in the progress).
+    fn has_accuracy(&self) -> bool {
+        true
+    }
+    /// The task's own columns of steps.csv (after the common ones); metrics.csv gets
+    /// their epoch means.
+    fn step_columns(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// The task's own validation columns of metrics.csv (after the epoch means).
+    fn validation_columns(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Called after every optimiser step (`step` of `total_steps`), e.g. to write samples.
+    fn after_step(&mut self, _step: u64, _total_steps: u64) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// How a training run starts.
+pub enum Start<'a> {
+    /// A new run with this config.
+    New(&'a ExperimentConfig),
+    /// Continue from the run's latest checkpoint, with its config and these
+    /// `key=value` overrides (e.g. a larger `epochs` or `max_steps`).
+    Resume(&'a [String]),
+}
+
+/// Creates the run directory, loads the checkpoint to resume from, resolves the
+/// config (a resumed run continues with the config it started with, plus
+/// overrides) and writes it as config.toml.
+pub fn prepare(start: &Start, run: &RunDir) -> Result<(ExperimentConfig, Option<Checkpoint>)> {
+    run.create()?;
+    let checkpoint = match start {
+        Start::Resume(_) => {
+            let path = run.latest();
+            if !path.exists() {
+                return Err(Error::config(
+                    "--resume",
+                    format!("{} has no checkpoint to resume from ({} is missing)", run.root.display(), path.display()),
+                ));
+            }
+            Some(Checkpoint::load(&path)?)
+        }
+        Start::New(_) => None,
+    };
+    let config = match (start, &checkpoint) {
+        (Start::New(c), _) => (*c).clone(),
+        (Start::Resume(overrides), Some(ck)) => {
+            let mut table: toml::Table = toml::from_str(&ck.config.to_toml()).expect("config round-trips");
+            for o in overrides.iter() {
+                let (k, v) = crate::config::parse_override(o)?;
+                crate::config::set_key(&mut table, &k, &v)?;
+            }
+            ExperimentConfig::from_table(table, "--set")?
+        }
+        (Start::Resume(_), None) => unreachable!("resume loads a checkpoint"),
+    };
+    crate::models::weights::atomic_write(&run.config(), config.to_toml().as_bytes())?;
+    Ok((config, checkpoint))
+}
+
+/// What a run produced, by task.
+pub enum Outcome {
+    Classify(classify::Results),
+    Cyclegan(cyclegan::Results),
+}
+
+/// Trains (or resumes) the run's task (`task` in the config) in `run`.
+pub fn train(start: Start, run: &RunDir, progress: &mut Progress) -> Result<Outcome> {
+    let (config, checkpoint) = prepare(&start, run)?;
+    match config.task {
+        crate::config::TaskKind::Classify => {
+            classify::train_prepared(config, checkpoint, run, progress).map(Outcome::Classify)
+        }
+        crate::config::TaskKind::Cyclegan => {
+            cyclegan::train_prepared(config, checkpoint, run, progress).map(Outcome::Cyclegan)
+        }
+    }
 }
 
 /// How a call to [`run_loop`] ended.
@@ -301,10 +395,14 @@ pub fn run_loop<T: Task>(
     // Keep only the rows written before the checkpoint we resume from.
     let (done_epochs, done_steps) = (state.epoch, state.step);
     // metrics.csv numbers epochs from 1: row e is complete when e <= epochs done.
-    let mut metrics = Csv::open(&run.metrics(), METRICS_HEADER, |f| {
+    let extra_steps = task.step_columns();
+    let extra_val = task.validation_columns();
+    let header = |base: &str, extra: &[String]| std::iter::once(base.to_string()).chain(extra.iter().cloned()).collect::<Vec<_>>().join(",");
+    let metrics_header = header(METRICS_HEADER, &[extra_steps.clone(), extra_val.clone()].concat());
+    let mut metrics = Csv::open(&run.metrics(), &metrics_header, |f| {
         f[0].parse::<usize>().is_ok_and(|e| e <= done_epochs)
     })?;
-    let mut steps = Csv::open(&run.steps(), STEPS_HEADER, |f| f[0].parse::<u64>().is_ok_and(|s| s <= done_steps))?;
+    let mut steps = Csv::open(&run.steps(), &header(STEPS_HEADER, &extra_steps), |f| f[0].parse::<u64>().is_ok_and(|s| s <= done_steps))?;
     let mut blocks_csv = Csv::open(&run.blocks(), BLOCKS_HEADER, |f| {
         f[0].parse::<u64>().is_ok_and(|s| s <= done_steps)
     })?;
@@ -350,7 +448,7 @@ pub fn run_loop<T: Task>(
                 clip_grad_norm: config.stabilizers.clip_grad_norm,
             };
             let out = task.step(batch, &ctx)?;
-            steps.row(&[
+            let mut row = vec![
                 ctx.step.to_string(),
                 epoch.to_string(),
                 fmt(out.loss),
@@ -359,7 +457,9 @@ pub fn run_loop<T: Task>(
                 fmt(out.grads.global_norm),
                 fmt(lr),
                 fmt(ctx.clip_scale(&out.grads)),
-            ]);
+            ];
+            row.extend(out.extra.iter().map(|&v| fmt(v)));
+            steps.row(&row);
             for (i, b) in out.blocks.iter().enumerate() {
                 blocks_csv.row(&[ctx.step.to_string(), i.to_string(), fmt(b.grad_norm), fmt(b.act_rms), fmt(b.max_attn_logit)]);
             }
@@ -375,14 +475,15 @@ pub fn run_loop<T: Task>(
             state.epoch_loss_sum += out.loss * n as f64;
             state.epoch_correct += out.correct as u64;
             state.epoch_count += n as u64;
+            state.epoch_extra_sums.resize(out.extra.len(), 0.0);
+            for (s, v) in state.epoch_extra_sums.iter_mut().zip(&out.extra) {
+                *s += v * n as f64;
+            }
             state.epoch_seconds = seconds_before + epoch_started.elapsed().as_secs_f64();
             let ips = (state.epoch_count as f64) / state.epoch_seconds.max(1e-9);
-            progress.step(
-                state.step,
-                out.loss,
-                state.epoch_correct as f64 / state.epoch_count.max(1) as f64,
-                ips,
-            );
+            let acc = task.has_accuracy().then(|| state.epoch_correct as f64 / state.epoch_count.max(1) as f64);
+            progress.step(state.step, out.loss, acc, ips);
+            task.after_step(state.step, total_steps)?;
             if config.checkpoint.every_steps > 0
                 && state.step % config.checkpoint.every_steps as u64 == 0
                 && batch_index < batches
@@ -393,23 +494,43 @@ pub fn run_loop<T: Task>(
         }
         // Epoch end.
         let train_loss = state.epoch_loss_sum / state.epoch_count.max(1) as f64;
-        let train_acc = state.epoch_correct as f64 / state.epoch_count.max(1) as f64;
+        let train_acc = if task.has_accuracy() {
+            state.epoch_correct as f64 / state.epoch_count.max(1) as f64
+        } else {
+            f64::NAN
+        };
+        let extra_means: Vec<f64> = (0..extra_steps.len())
+            .map(|i| state.epoch_extra_sums.get(i).copied().unwrap_or(f64::NAN) / state.epoch_count.max(1) as f64)
+            .collect();
         let seconds = state.epoch_seconds;
         let images_per_s = state.epoch_count as f64 / seconds.max(1e-9);
         let val = task.validate()?;
         let lr = learning_rate(config.optim.lr, &config.schedule, epoch as f64 + 1.0 - 1e-9, epochs);
-        metrics.row(&[
+        let mut row = vec![
             (epoch + 1).to_string(),
             state.step.to_string(),
             fmt(train_loss),
             fmt(train_acc),
-            fmt(val.map_or(f64::NAN, |v| v.loss)),
-            fmt(val.map_or(f64::NAN, |v| v.accuracy)),
+            fmt(val.as_ref().map_or(f64::NAN, |v| v.loss)),
+            fmt(val.as_ref().map_or(f64::NAN, |v| v.accuracy)),
             fmt(lr),
             format!("{seconds:.3}"),
             format!("{images_per_s:.1}"),
-        ]);
-        progress.epoch_done(epoch, epochs, train_loss, train_acc, val.map(|v| (v.loss, v.accuracy)), images_per_s);
+        ];
+        row.extend(extra_means.iter().map(|&v| fmt(v)));
+        row.extend((0..extra_val.len()).map(|i| fmt(val.as_ref().and_then(|v| v.extra.get(i).copied()).unwrap_or(f64::NAN))));
+        metrics.row(&row);
+        let detail = if task.has_accuracy() {
+            let val = val.as_ref().map_or(String::new(), |v| format!(" val_loss {:.4} val_acc {:.4}", v.loss, v.accuracy));
+            format!("train_loss {train_loss:.4} train_acc {train_acc:.4}{val}")
+        } else {
+            let named = |names: &[String], values: &[f64]| -> String {
+                names.iter().zip(values).map(|(n, v)| format!(" {n} {v:.4}")).collect()
+            };
+            let val = val.as_ref().map_or(String::new(), |v| named(&extra_val, &v.extra));
+            format!("loss {train_loss:.4}{}{val}", named(&extra_steps, &extra_means))
+        };
+        progress.epoch_done(epoch, epochs, &detail, images_per_s);
 
         state.epoch += 1;
         state.batch = 0;
@@ -417,20 +538,21 @@ pub fn run_loop<T: Task>(
         state.epoch_correct = 0;
         state.epoch_count = 0;
         state.epoch_seconds = 0.0;
-        let improved = match (val, state.best_val_acc) {
+        state.epoch_extra_sums.clear();
+        let improved = match (&val, state.best_val_acc) {
             (Some(v), Some(best)) => v.accuracy > best,
             (Some(_), None) => true,
             (None, _) => false,
         };
         if improved {
-            state.best_val_acc = val.map(|v| v.accuracy);
+            state.best_val_acc = val.as_ref().map(|v| v.accuracy);
             state.best_epoch = Some(epoch + 1);
             state.epochs_since_best = 0;
         } else {
             state.epochs_since_best += 1;
         }
         state.elapsed_s = elapsed_before + started.elapsed().as_secs_f64();
-        if improved || val.is_none() {
+        if improved || (val.is_none() && !task.validates()) {
             save_checkpoint(task, config, &run.best(), &state)?;
         }
         save_checkpoint(task, config, &run.latest(), &state)?;

@@ -274,6 +274,14 @@ pub fn learning_rate(base: f64, s: &ScheduleSection, epoch_pos: f64, epochs: usi
                 .count();
             base * s.gamma.powi(passed as i32)
         }
+        // pytorch-CycleGAN-and-pix2pix's `linear` rule, stepped per epoch:
+        // 1 - max(0, e + 1 - n_const) / (n_decay + 1) for 0-based epoch e.
+        ScheduleName::Linear => {
+            let e = epoch_pos.floor().clamp(0.0, epochs - 1.0);
+            let decay = s.decay_epochs as f64;
+            let constant = epochs - decay;
+            base * (1.0 - (e + 1.0 - constant).max(0.0) / (decay + 1.0))
+        }
         ScheduleName::Cosine => {
             let start = s.warmup_epochs.min(epochs);
             let span = (epochs - start).max(1e-12);
@@ -288,6 +296,20 @@ pub fn learning_rate(base: f64, s: &ScheduleSection, epoch_pos: f64, epochs: usi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn linear_is_cyclegans_rule() {
+        // n_epochs 3 + n_epochs_decay 2: PyTorch's LambdaLR gives 1, 1, 1, 2/3, 1/3 per epoch.
+        let s = ScheduleSection { name: ScheduleName::Linear, decay_epochs: 2, ..Default::default() };
+        let got: Vec<f64> = (0..5).map(|e| learning_rate(2e-4, &s, e as f64 + 0.5, 5)).collect();
+        let want = [2e-4, 2e-4, 2e-4, 2e-4 * 2.0 / 3.0, 2e-4 / 3.0];
+        for (g, w) in got.iter().zip(want) {
+            assert!((g - w).abs() < 1e-15, "{got:?}");
+        }
+        // Constant within an epoch, and the end of the run stays in the last epoch.
+        assert_eq!(learning_rate(2e-4, &s, 3.0, 5), learning_rate(2e-4, &s, 3.99, 5));
+        assert!((learning_rate(2e-4, &s, 5.0, 5) - want[4]).abs() < 1e-15);
+    }
 
     #[test]
     fn multistep_halves_at_30_60_90_percent_of_epochs() {

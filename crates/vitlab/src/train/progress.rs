@@ -64,11 +64,13 @@ impl Progress {
         }
     }
 
-    pub fn step(&mut self, step: u64, loss: f64, acc: f64, images_per_s: f64) {
+    /// `acc`: the training accuracy, for tasks that have one.
+    pub fn step(&mut self, step: u64, loss: f64, acc: Option<f64>, images_per_s: f64) {
         self.last_step = step;
         if let Some(bar) = &self.bar {
             bar.set_position(step);
-            bar.set_message(format!("loss {loss:.4} acc {acc:.3} {images_per_s:.1} img/s"));
+            let acc = acc.map_or(String::new(), |a| format!(" acc {a:.3}"));
+            bar.set_message(format!("loss {loss:.4}{acc} {images_per_s:.1} img/s"));
         }
     }
 
@@ -82,21 +84,13 @@ impl Progress {
         format!("{:.0}m{:02.0}s", (left / 60.0).floor(), left % 60.0)
     }
 
-    pub fn epoch_done(
-        &mut self,
-        epoch: usize,
-        epochs: usize,
-        train_loss: f64,
-        train_acc: f64,
-        val: Option<(f64, f64)>,
-        images_per_s: f64,
-    ) {
+    /// One line per epoch; `detail` holds the task's metrics (losses, validation).
+    pub fn epoch_done(&mut self, epoch: usize, epochs: usize, detail: &str, images_per_s: f64) {
         if self.is_silent() {
             return;
         }
-        let val = val.map_or(String::new(), |(l, a)| format!(" val_loss {l:.4} val_acc {a:.4}"));
         let line = format!(
-            "epoch {}/{epochs}: train_loss {train_loss:.4} train_acc {train_acc:.4}{val} {images_per_s:.1} img/s, ETA {}",
+            "epoch {}/{epochs}: {detail} {images_per_s:.1} img/s, ETA {}",
             epoch + 1,
             self.eta(self.last_step)
         );

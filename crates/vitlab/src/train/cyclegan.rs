@@ -1,0 +1,802 @@
+//! Unpaired image-to-image translation (SPEC §5): two ViTUnet generators and two
+//! discriminators trained as CycleGAN, on the shared loop ([`super::run_loop`]),
+//! and `vitlab translate` from the checkpoints.
+//!
+//! Naming follows pytorch-CycleGAN-and-pix2pix, so its users read the same loss
+//! log: `G_A` maps A -> B and `D_A` judges its output against real B; `G_B`
+//! maps B -> A and `D_B` judges real A. Per step, on a batch of real A and real B:
+//!
+//! - generators: `G_A = LS(D_A(G_A(A)))`, `G_B = LS(D_B(G_B(B)))`,
+//!   `cycle_A = λc |G_B(G_A(A)) - A|`, `cycle_B = λc |G_A(G_B(B)) - B|`,
+//!   `idt_A = λc λi |G_A(B) - B|`, `idt_B = λc λi |G_B(A) - A|`; one backward
+//!   pass, Adam steps on both generators;
+//! - discriminators, on the generated images passed through each one's history
+//!   pool (detached): `D_A = mean((D_A(B) - 1)^2) + mean(D_A(pool(G_A(A)))^2)`,
+//!   likewise `D_B` (SPEC's loss; the reference halves it, which Adam all but ignores).
+//!
+//! Training images are resized to `cyclegan.load_size`, randomly cropped to
+//! `model.image_size` and flipped; each epoch visits max(|A|, |B|) images of each
+//! domain in seeded orders. FID_A (real test A vs G_B(test B)) and FID_B are
+//! measured every `cyclegan.fid_every` epochs when the FID weights are found.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use burn::module::Module;
+use burn::tensor::{Device, Tensor, TensorData};
+use serde::{Deserialize, Serialize};
+
+use super::gan::{l1, lsgan_discriminator_loss, lsgan_generator_loss, ImagePool};
+use super::optim::{grad_stats, GradStats, Optimizer};
+use super::progress::Progress;
+use super::{run_loop, Checkpoint, ExitCause, Explosion, LoopState, RunDir, StepContext, StepOutput, Task, Validation};
+use crate::config::ExperimentConfig;
+use crate::data::decode::Img;
+use crate::data::loader::{resize_bilinear, Rng};
+use crate::data::{DataFormat, Dataset, ImageSet};
+use crate::metrics::features::{Extractor, Resize};
+use crate::metrics::fid::{frechet_distance, FeatureStats};
+use crate::models::inception::Tap;
+use crate::models::weights::{apply, collect, group, tensor_to_vec, HostTensor, TensorMap};
+use crate::models::{seeded, Discriminator, DiscriminatorConfig, VitUnet, VitUnetConfig};
+use crate::{Error, Result};
+
+/// The step columns of steps.csv (and their epoch means in metrics.csv).
+pub const STEP_COLUMNS: [&str; 12] = [
+    "D_A", "D_B", "G_A", "G_B", "cycle_A", "cycle_B", "idt_A", "idt_B", "max_grad_G_A", "max_grad_G_B",
+    "max_grad_D_A", "max_grad_D_B",
+];
+pub const VALIDATION_COLUMNS: [&str; 2] = ["FID_A", "FID_B"];
+
+/// The generator of a run's config: `[model]` gives the block, the size preset
+/// (depth, width, MLP width, heads; depth a multiple of 6), the overrides, and the
+/// image and patch size; `cyclegan.refiner_width` the refiner.
+pub fn generator_config(config: &ExperimentConfig) -> Result<VitUnetConfig> {
+    let m = &config.model;
+    let (depth, dim, mlp_dim, heads) = m.size.dims();
+    let mut c = VitUnetConfig::new(m.block).with_image(m.image_size, m.patch_size);
+    c.depth = m.depth.unwrap_or(depth);
+    c.dim = m.dim.unwrap_or(dim);
+    c.mlp_dim = m.mlp_dim.unwrap_or(mlp_dim);
+    c.heads = m.heads.unwrap_or(heads);
+    c.refiner_width = config.cyclegan.refiner_width;
+    macro_rules! over {
+        ($($field:ident),*) => { $( if let Some(v) = m.$field { c.$field = v; } )* };
+    }
+    over!(qkv_bias, attn_scale, norm_eps, norm_center, init);
+    c.validate().map_err(|e| match e {
+        Error::Config { field, message } => Error::config(format!("model ({field} of the generator)"), message),
+        other => other,
+    })?;
+    Ok(c)
+}
+
+/// One domain's images, uint8 CHW, all `side` x `side`.
+struct Domain {
+    pixels: Vec<u8>,
+    len: usize,
+    side: usize,
+}
+
+impl Domain {
+    fn from_set(set: &ImageSet, indices: &[usize], side: usize) -> Domain {
+        let mut pixels = Vec::with_capacity(indices.len() * 3 * side * side);
+        let mut buf = Vec::new();
+        for &i in indices {
+            if set.height == side && set.width == side {
+                pixels.extend_from_slice(set.image(i));
+            } else {
+                resize_bilinear(set.image(i), set.channels, set.height, set.width, side, &mut buf);
+                pixels.extend_from_slice(&buf);
+            }
+        }
+        Domain { pixels, len: indices.len(), side }
+    }
+
+    fn image(&self, i: usize) -> &[u8] {
+        let n = 3 * self.side * self.side;
+        &self.pixels[i * n..(i + 1) * n]
+    }
+
+    /// Images `[first, first + n)` as `[n, 3, side, side]` floats in [-1, 1].
+    fn batch(&self, indices: &[usize]) -> Vec<f32> {
+        indices.iter().flat_map(|&i| self.image(i).iter().map(|&p| p as f32 / 127.5 - 1.0)).collect()
+    }
+}
+
+/// The unpaired dataset of a run, prepared for training.
+pub struct UnpairedData {
+    /// At the load size.
+    train_a: Arc<Domain>,
+    train_b: Arc<Domain>,
+    /// At the model size.
+    test_a: Option<Domain>,
+    test_b: Option<Domain>,
+    pub description: String,
+}
+
+impl UnpairedData {
+    pub fn load(config: &ExperimentConfig) -> Result<UnpairedData> {
+        let path = &config.data.path;
+        let ds = crate::data::open(path)?;
+        if ds.format != DataFormat::Unpaired {
+            return Err(Error::config(
+                "data.path",
+                format!(
+                    "{path} is a {:?} dataset; a CycleGAN run needs an unpaired folder with trainA/ trainB/ testA/ testB/ \
+                     (make one from two classes with `vitlab data unpaired`)",
+                    ds.format
+                ),
+            ));
+        }
+        let size = config.model.image_size;
+        let load = if config.cyclegan.load_size == 0 { size } else { config.cyclegan.load_size };
+        let domain = |set: &ImageSet, d: u32, side| Domain::from_set(set, &Dataset::domain_indices(set, d), side);
+        // data.limit: a seeded subset of that many training images per domain.
+        let train_domain = |d: u32| {
+            let mut idx = Dataset::domain_indices(&ds.train, d);
+            if config.data.limit > 0 && config.data.limit < idx.len() {
+                Rng::keyed(&[config.seed, 0x4C494D, d as u64]).shuffle(&mut idx);
+                idx.truncate(config.data.limit);
+                idx.sort_unstable();
+            }
+            Domain::from_set(&ds.train, &idx, load)
+        };
+        let (train_a, train_b) = (train_domain(0), train_domain(1));
+        let (test_a, test_b) = match &ds.test {
+            Some(t) => (Some(domain(t, 0, size)), Some(domain(t, 1, size))),
+            None => (None, None),
+        };
+        let description = format!(
+            "{path}: {} + {} train images (A + B, {}x{} -> {load} px, crops of {size}), {} test",
+            train_a.len,
+            train_b.len,
+            ds.train.height,
+            ds.train.width,
+            test_a.as_ref().map_or("no".to_string(), |t| format!("{} + {}", t.len, test_b.as_ref().map_or(0, |b| b.len))),
+        );
+        Ok(UnpairedData { train_a: Arc::new(train_a), train_b: Arc::new(train_b), test_a, test_b, description })
+    }
+}
+
+/// A batch of real A and real B images, `[n, 3, S, S]` each.
+pub struct PairBatch {
+    a: Vec<f32>,
+    b: Vec<f32>,
+    n: usize,
+}
+
+/// The batches of one epoch (deterministic in seed and epoch).
+struct PairIter {
+    a: Arc<Domain>,
+    b: Arc<Domain>,
+    order_a: Vec<usize>,
+    order_b: Vec<usize>,
+    batch_size: usize,
+    next: usize,
+    end: usize,
+    crop: usize,
+    flip: bool,
+    seed: u64,
+    epoch: u64,
+}
+
+impl PairIter {
+    /// Image `pos` of domain `d`'s epoch order, cropped and flipped as its seed says.
+    fn augmented(&self, d: &Domain, order: &[usize], pos: usize, domain: u64) -> Vec<f32> {
+        let img = d.image(order[pos % order.len()]);
+        let (side, crop) = (d.side, self.crop);
+        let mut rng = Rng::keyed(&[self.seed, self.epoch, pos as u64, domain]);
+        let (y0, x0) = (rng.below(side - crop + 1), rng.below(side - crop + 1));
+        let flip = self.flip && rng.uniform() < 0.5;
+        let mut out = Vec::with_capacity(3 * crop * crop);
+        for c in 0..3 {
+            for y in 0..crop {
+                for x in 0..crop {
+                    let sx = if flip { crop - 1 - x } else { x };
+                    out.push(img[(c * side + y0 + y) * side + x0 + sx] as f32 / 127.5 - 1.0);
+                }
+            }
+        }
+        out
+    }
+}
+
+impl Iterator for PairIter {
+    type Item = PairBatch;
+    fn next(&mut self) -> Option<PairBatch> {
+        if self.next >= self.end {
+            return None;
+        }
+        let first = self.next * self.batch_size;
+        self.next += 1;
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for pos in first..first + self.batch_size {
+            a.extend(self.augmented(&self.a, &self.order_a, pos, 0xA));
+            b.extend(self.augmented(&self.b, &self.order_b, pos, 0xB));
+        }
+        Some(PairBatch { a, b, n: self.batch_size })
+    }
+}
+
+/// FID of the generators' test translations.
+struct FidEval {
+    extractor: Extractor,
+    tap: Tap,
+    real_a: FeatureStats,
+    real_b: FeatureStats,
+    /// Test images per domain used.
+    count: usize,
+}
+
+/// Quantises generated images (`[-1, 1]`) to uint8 as a saved PNG would hold them.
+fn to_images(values: &[f32], n: usize, side: usize) -> Vec<Img> {
+    let per = 3 * side * side;
+    (0..n)
+        .map(|i| Img {
+            h: side,
+            w: side,
+            chw: values[i * per..(i + 1) * per].iter().map(|&v| ((v + 1.0) * 127.5).round().clamp(0.0, 255.0) as u8).collect(),
+        })
+        .collect()
+}
+
+fn domain_images(d: &Domain, count: usize) -> Vec<Img> {
+    (0..count).map(|i| Img { h: d.side, w: d.side, chw: d.image(i).to_vec() }).collect()
+}
+
+/// The CycleGAN trainer.
+pub struct CycleGan {
+    pub g_a: VitUnet,
+    pub g_b: VitUnet,
+    pub d_a: Discriminator,
+    pub d_b: Discriminator,
+    opt: [Optimizer; 4],
+    pool_a: ImagePool,
+    pool_b: ImagePool,
+    pub generator: VitUnetConfig,
+    pub discriminator: DiscriminatorConfig,
+    config: ExperimentConfig,
+    device: Device,
+    data: UnpairedData,
+    fid: Option<FidEval>,
+    /// Why FID is not measured, when it is not.
+    pub fid_note: Option<String>,
+    pub last_fid: Option<(f64, f64)>,
+    samples_dir: PathBuf,
+}
+
+/// The four networks' checkpoint prefixes, in the optimiser order.
+const NETS: [&str; 4] = ["g_a", "g_b", "d_a", "d_b"];
+
+impl CycleGan {
+    /// Builds the networks (seeded) on `device` (without autodiff; it is added here).
+    pub fn new(config: &ExperimentConfig, data: UnpairedData, device: &Device, run: &RunDir) -> Result<Self> {
+        let generator = generator_config(config)?;
+        let discriminator = DiscriminatorConfig::new(config.cyclegan.discriminator);
+        discriminator.check_image_size("model.image_size", config.model.image_size)?;
+        if data.train_a.len.max(data.train_b.len) < config.batch_size {
+            return Err(Error::config(
+                "batch_size",
+                format!("{} is larger than both domains ({} A, {} B images)", config.batch_size, data.train_a.len, data.train_b.len),
+            ));
+        }
+        let ad = device.clone().autodiff();
+        let key = |i: u64| Rng::keyed(&[config.seed, 0xC7C1E, i]).next_u64();
+        let g_a = seeded(&ad, key(0), || VitUnet::new(&generator, &ad))?;
+        let g_b = seeded(&ad, key(1), || VitUnet::new(&generator, &ad))?;
+        let d_a = seeded(&ad, key(2), || Discriminator::new(&discriminator, &ad))?;
+        let d_b = seeded(&ad, key(3), || Discriminator::new(&discriminator, &ad))?;
+        let opt = std::array::from_fn(|_| Optimizer::new(config.optim.clone()));
+        let pool = |i: u64| ImagePool::new(config.cyclegan.pool_size, key(10 + i));
+        let (fid, fid_note) = match Self::fid_eval(config, &data, device) {
+            Ok(f) => (Some(f), None),
+            Err(note) => (None, Some(note)),
+        };
+        Ok(CycleGan {
+            g_a,
+            g_b,
+            d_a,
+            d_b,
+            opt,
+            pool_a: pool(0),
+            pool_b: pool(1),
+            generator,
+            discriminator,
+            config: config.clone(),
+            device: ad,
+            data,
+            fid,
+            fid_note,
+            last_fid: None,
+            samples_dir: run.root.join("samples"),
+        })
+    }
+
+    /// The FID network and the real test images' statistics, or why FID is off.
+    fn fid_eval(config: &ExperimentConfig, data: &UnpairedData, device: &Device) -> std::result::Result<FidEval, String> {
+        let c = &config.cyclegan;
+        if c.fid_every == 0 {
+            return Err("cyclegan.fid_every = 0".into());
+        }
+        let (Some(ta), Some(tb)) = (&data.test_a, &data.test_b) else {
+            return Err("the dataset has no testA/ testB/".into());
+        };
+        let tap = Tap::parse("cyclegan.fid_feature", &c.fid_feature.to_string()).map_err(|e| e.to_string())?;
+        let mut count = ta.len.min(tb.len);
+        if c.fid_images > 0 {
+            count = count.min(c.fid_images);
+        }
+        if count <= tap.dim() {
+            return Err(format!(
+                "{count} test images per domain for {}-dimensional features: the covariance would be singular \
+                 (use more test images or a smaller cyclegan.fid_feature)",
+                tap.dim()
+            ));
+        }
+        let resize = Resize::parse("cyclegan.fid_preprocess", &c.fid_preprocess).map_err(|e| e.to_string())?;
+        let weights = (!c.fid_weights.is_empty()).then(|| Path::new(&c.fid_weights));
+        let extractor = Extractor::load(weights, device.clone(), resize, 50).map_err(|e| e.to_string())?;
+        let stats = |d: &Domain, name: &str| {
+            FeatureStats::from_features(&extractor.features(&domain_images(d, count), tap), tap.dim(), name)
+                .map_err(|e| e.to_string())
+        };
+        let real_a = stats(ta, "real test A")?;
+        let real_b = stats(tb, "real test B")?;
+        Ok(FidEval { extractor, tap, real_a, real_b, count })
+    }
+
+    /// `g` applied to `images` (`[n, 3, S, S]`, host) in inference batches.
+    fn translate(g: &VitUnet, images: &[f32], n: usize, side: usize, device: &Device) -> Vec<f32> {
+        let per = 3 * side * side;
+        let mut out = Vec::with_capacity(n * per);
+        for start in (0..n).step_by(32) {
+            let k = (n - start).min(32);
+            let x = Tensor::<4>::from_data(TensorData::new(images[start * per..(start + k) * per].to_vec(), [k, 3, side, side]), device);
+            out.extend(tensor_to_vec(g.forward(x)));
+        }
+        out
+    }
+
+    /// The sample sheet: columns A, G_A(A), G_B(G_A(A)), B, G_B(B), G_A(G_B(B)) on the
+    /// first `cyclegan.samples` test images (train images when there is no test split).
+    pub fn write_samples(&self, path: &Path) -> Result<()> {
+        let (a, b) = match (&self.data.test_a, &self.data.test_b) {
+            (Some(a), Some(b)) => (a, b),
+            _ => (&*self.data.train_a, &*self.data.train_b),
+        };
+        let n = self.config.cyclegan.samples.min(a.len).min(b.len).max(1);
+        let side = self.config.model.image_size;
+        let inner = self.device.clone().inner();
+        let take = |d: &Domain| -> Vec<f32> {
+            (0..n)
+                .flat_map(|i| {
+                    let mut buf = Vec::new();
+                    let img = d.image(i);
+                    if d.side == side {
+                        buf.extend_from_slice(img);
+                    } else {
+                        resize_bilinear(img, 3, d.side, d.side, side, &mut buf);
+                    }
+                    buf.into_iter().map(|p| p as f32 / 127.5 - 1.0).collect::<Vec<_>>()
+                })
+                .collect()
+        };
+        let (g_a, g_b) = (self.g_a.valid(), self.g_b.valid());
+        let (ra, rb) = (take(a), take(b));
+        let fb = Self::translate(&g_a, &ra, n, side, &inner);
+        let rec_a = Self::translate(&g_b, &fb, n, side, &inner);
+        let fa = Self::translate(&g_b, &rb, n, side, &inner);
+        let rec_b = Self::translate(&g_a, &fa, n, side, &inner);
+        let shape = vec![n, 3, side, side];
+        let cols: Vec<HostTensor> =
+            [ra, fb, rec_a, rb, fa, rec_b].into_iter().map(|d| HostTensor::new(shape.clone(), d)).collect();
+        crate::report::grid::write_image_grid(path, &cols)
+    }
+
+    fn pool_tensors(pool: &ImagePool, prefix: &str, out: &mut TensorMap) {
+        let (images, rng) = pool.state();
+        if let Some(first) = images.first() {
+            let [c, h, w] = first.dims();
+            let data: Vec<f32> = images.iter().flat_map(|t| tensor_to_vec(t.clone().inner())).collect();
+            out.insert(format!("{prefix}.images"), HostTensor::new(vec![images.len(), c, h, w], data));
+        }
+        // The 64-bit generator state as four exact 16-bit pieces.
+        let pieces = (0..4).map(|i| ((rng >> (16 * i)) & 0xFFFF) as f32).collect();
+        out.insert(format!("{prefix}.rng"), HostTensor::new(vec![4], pieces));
+    }
+
+    fn restore_pool(pool: &mut ImagePool, tensors: &TensorMap, prefix: &str, device: &Device, source: &Path) -> Result<()> {
+        let rng = tensors
+            .get(&format!("{prefix}.rng"))
+            .filter(|t| t.data.len() == 4)
+            .ok_or_else(|| Error::weights(source, format!("checkpoint has no `{prefix}.rng` (the history pool's state)")))?;
+        let state = rng.data.iter().enumerate().fold(0u64, |s, (i, &v)| s | ((v as u64) << (16 * i)));
+        let images = match tensors.get(&format!("{prefix}.images")) {
+            Some(t) => {
+                let [n, c, h, w] = t.shape[..] else {
+                    return Err(Error::weights(source, format!("`{prefix}.images` has shape {:?}", t.shape)));
+                };
+                let all = Tensor::<4>::from_data(TensorData::new(t.data.clone(), [n, c, h, w]), device);
+                (0..n).map(|i| all.clone().narrow(0, i, 1).reshape([c, h, w])).collect()
+            }
+            None => Vec::new(),
+        };
+        pool.restore(images, state)
+    }
+}
+
+fn combine(stats: &[&GradStats]) -> GradStats {
+    GradStats {
+        max_abs: stats.iter().map(|s| s.max_abs).fold(0.0, f64::max),
+        global_norm: stats.iter().map(|s| s.global_norm.powi(2)).sum::<f64>().sqrt(),
+        finite: stats.iter().all(|s| s.finite),
+        block_norms: Vec::new(),
+    }
+}
+
+impl Task for CycleGan {
+    type Batch = PairBatch;
+
+    fn batches_per_epoch(&self) -> usize {
+        self.data.train_a.len.max(self.data.train_b.len) / self.config.batch_size
+    }
+
+    fn train_batches(&self, epoch: usize, start: usize) -> Box<dyn Iterator<Item = PairBatch>> {
+        let order = |n: usize, d: u64| {
+            let mut o: Vec<usize> = (0..n).collect();
+            Rng::keyed(&[self.config.seed, epoch as u64, d]).shuffle(&mut o);
+            o
+        };
+        Box::new(PairIter {
+            a: self.data.train_a.clone(),
+            b: self.data.train_b.clone(),
+            order_a: order(self.data.train_a.len, 0xA),
+            order_b: order(self.data.train_b.len, 0xB),
+            batch_size: self.config.batch_size,
+            next: start,
+            end: self.batches_per_epoch(),
+            crop: self.config.model.image_size,
+            flip: self.config.cyclegan.flip,
+            seed: self.config.seed,
+            epoch: epoch as u64,
+        })
+    }
+
+    fn batch_len(batch: &PairBatch) -> usize {
+        batch.n
+    }
+
+    fn step(&mut self, batch: PairBatch, ctx: &StepContext) -> Result<StepOutput> {
+        let s = self.config.model.image_size;
+        let shape = [batch.n, 3, s, s];
+        let real_a = Tensor::<4>::from_data(TensorData::new(batch.a, shape), &self.device);
+        let real_b = Tensor::<4>::from_data(TensorData::new(batch.b, shape), &self.device);
+        let (lc, li) = (self.config.cyclegan.lambda_cycle, self.config.cyclegan.lambda_identity);
+
+        // Generators.
+        let fake_b = self.g_a.forward(real_a.clone());
+        let fake_a = self.g_b.forward(real_b.clone());
+        let rec_a = self.g_b.forward(fake_b.clone());
+        let rec_b = self.g_a.forward(fake_a.clone());
+        let (score_b, score_a) = (self.d_a.forward(fake_b.clone()), self.d_b.forward(fake_a.clone()));
+        let max_score = Tensor::cat(vec![score_b.clone().detach().abs().max(), score_a.clone().detach().abs().max()], 0).max();
+        let g_a = lsgan_generator_loss(score_b);
+        let g_b = lsgan_generator_loss(score_a);
+        let cycle_a = l1(rec_a, real_a.clone()).mul_scalar(lc);
+        let cycle_b = l1(rec_b, real_b.clone()).mul_scalar(lc);
+        let (idt_a, idt_b) = if li > 0.0 {
+            (
+                l1(self.g_a.forward(real_b.clone()), real_b.clone()).mul_scalar(lc * li),
+                l1(self.g_b.forward(real_a.clone()), real_a.clone()).mul_scalar(lc * li),
+            )
+        } else {
+            (Tensor::zeros([1], &self.device), Tensor::zeros([1], &self.device))
+        };
+        let loss_g = g_a.clone() + g_b.clone() + cycle_a.clone() + cycle_b.clone() + idt_a.clone() + idt_b.clone();
+        let grads_g = loss_g.backward();
+        let (st_ga, st_gb) = (grad_stats(&self.g_a, &grads_g), grad_stats(&self.g_b, &grads_g));
+
+        // Discriminators, on detached generated images through the history pools.
+        let pooled_b = self.pool_a.query(fake_b);
+        let pooled_a = self.pool_b.query(fake_a);
+        let d_a = lsgan_discriminator_loss(self.d_a.forward(real_b), self.d_a.forward(pooled_b));
+        let d_b = lsgan_discriminator_loss(self.d_b.forward(real_a), self.d_b.forward(pooled_a));
+        let grads_d = (d_a.clone() + d_b.clone()).backward();
+        let (st_da, st_db) = (grad_stats(&self.d_a, &grads_d), grad_stats(&self.d_b, &grads_d));
+
+        // One transfer for every scalar.
+        let parts = vec![d_a, d_b, g_a, g_b, cycle_a, cycle_b, idt_a, idt_b, max_score.reshape([1])];
+        let v: Vec<f64> = tensor_to_vec(Tensor::cat(parts.into_iter().map(|t| t.detach()).collect(), 0))
+            .into_iter()
+            .map(f64::from)
+            .collect();
+        let loss = v[2..8].iter().sum::<f64>();
+        let all = combine(&[&st_ga, &st_gb, &st_da, &st_db]);
+        let explosion: Option<Explosion> = ctx.check(loss + v[0] + v[1], v[8], &all);
+        if explosion.is_none() {
+            let (gs, ds) = (ctx.clip_scale(&combine(&[&st_ga, &st_gb])), ctx.clip_scale(&combine(&[&st_da, &st_db])));
+            let [oga, ogb, oda, odb] = &mut self.opt;
+            self.g_a = oga.step(self.g_a.clone(), &grads_g, ctx.lr, gs);
+            self.g_b = ogb.step(self.g_b.clone(), &grads_g, ctx.lr, gs);
+            self.d_a = oda.step(self.d_a.clone(), &grads_d, ctx.lr, ds);
+            self.d_b = odb.step(self.d_b.clone(), &grads_d, ctx.lr, ds);
+        }
+        let mut extra = v[..8].to_vec();
+        extra.extend([st_ga.max_abs, st_gb.max_abs, st_da.max_abs, st_db.max_abs]);
+        Ok(StepOutput {
+            loss,
+            correct: 0,
+            count: batch.n,
+            max_logit: v[8],
+            grads: all,
+            blocks: Vec::new(),
+            explosion,
+            extra,
+        })
+    }
+
+    fn validate(&mut self) -> Result<Option<Validation>> {
+        let Some(fid) = &self.fid else { return Ok(None) };
+        let (Some(ta), Some(tb)) = (&self.data.test_a, &self.data.test_b) else { return Ok(None) };
+        // Measured every fid_every epochs (the loop calls this once per epoch) and at the end.
+        let epoch = self.opt[0].steps / self.batches_per_epoch().max(1) as u64;
+        let every = self.config.cyclegan.fid_every as u64;
+        if epoch % every != 0 && epoch != self.config.epochs as u64 {
+            return Ok(None);
+        }
+        let inner = self.device.clone().inner();
+        let (n, side) = (fid.count, self.config.model.image_size);
+        let host = |d: &Domain| d.batch(&(0..n).collect::<Vec<_>>());
+        let fake_a = Self::translate(&self.g_b.valid(), &host(tb), n, side, &inner);
+        let fake_b = Self::translate(&self.g_a.valid(), &host(ta), n, side, &inner);
+        let stats = |v: &[f32], name: &str| {
+            FeatureStats::from_features(&fid.extractor.features(&to_images(v, n, side), fid.tap), fid.tap.dim(), name)
+        };
+        let fid_a = frechet_distance(&fid.real_a, "real test A", &stats(&fake_a, "G_B(test B)")?, "G_B(test B)")?;
+        let fid_b = frechet_distance(&fid.real_b, "real test B", &stats(&fake_b, "G_A(test A)")?, "G_A(test A)")?;
+        self.last_fid = Some((fid_a, fid_b));
+        Ok(Some(Validation { loss: f64::NAN, accuracy: -(fid_a + fid_b), extra: vec![fid_a, fid_b] }))
+    }
+
+    fn validates(&self) -> bool {
+        self.fid.is_some()
+    }
+
+    fn checkpoint_tensors(&self) -> TensorMap {
+        let mut t = TensorMap::new();
+        let nets = [collect(&self.g_a), collect(&self.g_b), collect(&self.d_a), collect(&self.d_b)];
+        for ((name, net), opt) in NETS.iter().zip(nets).zip(&self.opt) {
+            t.extend(net.into_iter().map(|(k, v)| (format!("{name}.{k}"), v)));
+            t.extend(opt.state().into_iter().map(|(k, v)| (format!("optim_{name}.{k}"), v)));
+        }
+        Self::pool_tensors(&self.pool_a, "pool_a", &mut t);
+        Self::pool_tensors(&self.pool_b, "pool_b", &mut t);
+        t
+    }
+
+    fn restore(&mut self, tensors: &TensorMap, state: &LoopState, source: &Path) -> Result<()> {
+        self.g_a = apply(self.g_a.clone(), &group(tensors, "g_a"), source)?;
+        self.g_b = apply(self.g_b.clone(), &group(tensors, "g_b"), source)?;
+        self.d_a = apply(self.d_a.clone(), &group(tensors, "d_a"), source)?;
+        self.d_b = apply(self.d_b.clone(), &group(tensors, "d_b"), source)?;
+        let inner = self.device.clone().inner();
+        for (name, opt) in NETS.iter().zip(self.opt.iter_mut()) {
+            opt.load_state(&group(tensors, &format!("optim_{name}")), state.step, &inner);
+        }
+        Self::restore_pool(&mut self.pool_a, tensors, "pool_a", &self.device, source)?;
+        Self::restore_pool(&mut self.pool_b, tensors, "pool_b", &self.device, source)?;
+        Ok(())
+    }
+
+    fn checkpoint_metadata(&self) -> HashMap<String, String> {
+        HashMap::from([
+            ("task".into(), "cyclegan".into()),
+            ("generator_config".into(), serde_json::to_string(&self.generator).expect("json")),
+            ("discriminator_config".into(), serde_json::to_string(&self.discriminator).expect("json")),
+        ])
+    }
+
+    fn has_accuracy(&self) -> bool {
+        false
+    }
+
+    fn step_columns(&self) -> Vec<String> {
+        STEP_COLUMNS.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn validation_columns(&self) -> Vec<String> {
+        VALIDATION_COLUMNS.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn after_step(&mut self, step: u64, total_steps: u64) -> Result<()> {
+        let frac = self.config.cyclegan.sample_every;
+        if frac <= 0.0 {
+            return Ok(());
+        }
+        let every = ((total_steps as f64 * frac).round() as u64).max(1);
+        if step % every == 0 || step == total_steps {
+            std::fs::create_dir_all(&self.samples_dir).map_err(|e| Error::io(&self.samples_dir, e))?;
+            self.write_samples(&self.samples_dir.join(format!("step_{step:07}.png")))?;
+        }
+        Ok(())
+    }
+}
+
+/// results.json of a CycleGAN run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Results {
+    pub task: String,
+    pub exit_cause: ExitCause,
+    pub explosion: Option<Explosion>,
+    /// FID_A and FID_B after the last epoch (when measured).
+    pub fid_a: Option<f64>,
+    pub fid_b: Option<f64>,
+    /// Why FID was not measured, when it was not.
+    pub fid_note: Option<String>,
+    /// The epoch of the best FID_A + FID_B (the `best` checkpoint).
+    pub best_epoch: Option<usize>,
+    pub best_fid_sum: Option<f64>,
+    pub fid_feature: usize,
+    pub fid_preprocess: String,
+    pub epochs: usize,
+    pub steps: u64,
+    /// Parameters of one generator and of one discriminator.
+    pub generator_params: usize,
+    pub discriminator_params: usize,
+    pub wall_time_s: f64,
+    pub backend: String,
+    pub generator: VitUnetConfig,
+    pub discriminator: DiscriminatorConfig,
+    pub data: String,
+}
+
+/// Trains (or resumes) a CycleGAN in `run` with a prepared config (see [`super::train`]).
+pub fn train_prepared(
+    config: ExperimentConfig,
+    checkpoint: Option<Checkpoint>,
+    run: &RunDir,
+    progress: &mut Progress,
+) -> Result<Results> {
+    let device = config.backend.device()?;
+    let data = UnpairedData::load(&config)?;
+    progress.message(&format!("data: {}", data.description));
+    let mut task = CycleGan::new(&config, data, &device, run)?;
+    let (gp, dp) = (task.generator.param_count(), task.discriminator.param_count());
+    progress.message(&format!(
+        "generators: 2 x {} {} ({gp} parameters each), discriminators: 2 x {} ({dp} each), backend {}",
+        config.model.block, config.model.size, config.cyclegan.discriminator, config.backend
+    ));
+    match &task.fid_note {
+        Some(note) => progress.message(&format!("FID_A / FID_B not measured: {note}")),
+        None => progress.message(&format!(
+            "FID_A / FID_B: {} features, {} preprocessing, every {} epoch(s)",
+            config.cyclegan.fid_feature, config.cyclegan.fid_preprocess, config.cyclegan.fid_every
+        )),
+    }
+    let outcome = run_loop(&mut task, &config, run, checkpoint.as_ref(), progress)?;
+    let results = Results {
+        task: "cyclegan".into(),
+        exit_cause: outcome.cause,
+        explosion: outcome.explosion,
+        fid_a: task.last_fid.map(|f| f.0),
+        fid_b: task.last_fid.map(|f| f.1),
+        fid_note: task.fid_note.clone(),
+        best_epoch: outcome.state.best_epoch,
+        best_fid_sum: outcome.state.best_val_acc.map(|s| -s),
+        fid_feature: config.cyclegan.fid_feature,
+        fid_preprocess: config.cyclegan.fid_preprocess.clone(),
+        epochs: outcome.state.epoch,
+        steps: outcome.state.step,
+        generator_params: gp,
+        discriminator_params: dp,
+        wall_time_s: outcome.wall_time_s,
+        backend: config.backend.to_string(),
+        generator: task.generator.clone(),
+        discriminator: task.discriminator.clone(),
+        data: task.data.description.clone(),
+    };
+    let json = serde_json::to_string_pretty(&results).expect("results serialise");
+    crate::models::weights::atomic_write(&run.results(), json.as_bytes())?;
+    Ok(results)
+}
+
+/// Which generator `vitlab translate` runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// `G_A`: domain A to domain B.
+    AToB,
+    /// `G_B`: domain B to domain A.
+    BToA,
+}
+
+impl Direction {
+    pub fn parse(s: &str) -> Result<Direction> {
+        match s {
+            "a2b" => Ok(Direction::AToB),
+            "b2a" => Ok(Direction::BToA),
+            _ => Err(Error::config("--direction", format!("{s:?}: expected a2b or b2a"))),
+        }
+    }
+}
+
+/// One generator of a CycleGAN run directory (its `best` checkpoint, else `latest`) or checkpoint file.
+pub fn load_generator(path: &Path, direction: Direction, device: &Device) -> Result<(VitUnet, VitUnetConfig, PathBuf)> {
+    let file = if path.is_dir() {
+        let run = RunDir::new(path);
+        [run.best(), run.latest()].into_iter().find(|p| p.exists()).ok_or_else(|| {
+            Error::data(path, "no checkpoints/best.safetensors or latest.safetensors: not a (started) run directory")
+        })?
+    } else {
+        path.to_path_buf()
+    };
+    let ck = Checkpoint::load(&file)?;
+    if ck.metadata.get("task").map(String::as_str) != Some("cyclegan") {
+        return Err(Error::weights(
+            &file,
+            "a classification checkpoint, not a CycleGAN run (translate needs a run of `task = \"cyclegan\"`)",
+        ));
+    }
+    let config: VitUnetConfig = ck
+        .metadata
+        .get("generator_config")
+        .and_then(|s| serde_json::from_str(s).ok())
+        .ok_or_else(|| Error::weights(&file, "checkpoint has no generator_config metadata"))?;
+    let prefix = match direction {
+        Direction::AToB => "g_a",
+        Direction::BToA => "g_b",
+    };
+    let g = apply(VitUnet::new(&config, device)?, &ck.group(prefix), &file)?;
+    Ok((g, config, file))
+}
+
+/// Translates image files (decoded, resized to the generator's size) and writes
+/// PNGs named like the inputs into `out` (resized to `size` when given). Returns
+/// the written paths. Two inputs with one file stem are an error.
+pub fn translate_files(
+    g: &VitUnet,
+    config: &VitUnetConfig,
+    files: &[PathBuf],
+    out: &Path,
+    size: Option<usize>,
+    device: &Device,
+) -> Result<Vec<PathBuf>> {
+    let mut targets: Vec<PathBuf> = Vec::with_capacity(files.len());
+    let mut seen: HashMap<PathBuf, &Path> = HashMap::new();
+    for f in files {
+        let stem = f.file_stem().ok_or_else(|| Error::data(f, "not a file name"))?;
+        let target = out.join(stem).with_extension("png");
+        if let Some(other) = seen.insert(target.clone(), f) {
+            return Err(Error::data(f, format!("would write {} as {} does too", target.display(), other.display())));
+        }
+        targets.push(target);
+    }
+    std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+    let side = config.image_size;
+    for (chunk, dest) in files.chunks(16).zip(targets.chunks(16)) {
+        let set = crate::data::read_images(chunk, side, vec!["input".into()])?;
+        let x: Vec<f32> = set.pixels.iter().map(|&p| p as f32 / 127.5 - 1.0).collect();
+        let y = CycleGan::translate(g, &x, set.len(), side, device);
+        for (img, path) in to_images(&y, set.len(), side).into_iter().zip(dest) {
+            let (w, pixels) = match size {
+                Some(s) if s != side => {
+                    let mut buf = Vec::new();
+                    resize_bilinear(&img.chw, 3, side, side, s, &mut buf);
+                    (s, buf)
+                }
+                _ => (side, img.chw),
+            };
+            let plane = w * w;
+            let hwc: Vec<u8> = (0..plane).flat_map(|i| [pixels[i], pixels[plane + i], pixels[2 * plane + i]]).collect();
+            let mut png = Vec::new();
+            image::codecs::png::PngEncoder::new(&mut png)
+                .write_image(&hwc, w as u32, w as u32, image::ExtendedColorType::Rgb8)
+                .map_err(|e| Error::data(path, format!("cannot encode PNG: {e}")))?;
+            crate::models::weights::atomic_write(path, &png)?;
+        }
+    }
+    Ok(targets)
+}
+
+use image::ImageEncoder;
