@@ -219,22 +219,11 @@ fn config_errors_name_the_key() {
 /// step, so kills land during writes too): every time, `latest` loads and
 /// `--resume` finishes the run. Kills are timed by progress (new rows in
 /// steps.csv), not by the clock, so the test holds on fast and slow machines.
-#[test]
-fn a_run_killed_at_any_moment_leaves_a_loadable_checkpoint_and_resumes() {
-    let dir = tempfile::tempdir().unwrap();
-    let run = dir.path().join("killed");
+/// Kills `vitlab train ARGS` (then `--resume`) four times, each after a few more
+/// steps.csv rows (it writes a checkpoint every step, so kills land during writes
+/// too); every time `latest` loads, and a last `--resume` completes `total` steps.
+fn kill_and_resume(run: &std::path::Path, args: Vec<String>, total: u64) {
     let run_s = run.to_str().unwrap();
-    let sets = [
-        "data.path=synthetic", "data.synthetic_train=640", "data.synthetic_test=32", "data.synthetic_size=16",
-        "data.val_size=0", "model.image_size=16", "model.patch_size=4", "model.depth=2", "model.dim=64",
-        "model.mlp_dim=128", "model.heads=4", "epochs=2", "batch_size=16", "checkpoint.every_steps=1",
-        "monitor.block_every=0",
-    ];
-    let mut args: Vec<String> = vec!["train".into(), "--out".into(), run_s.into(), "--quiet".into()];
-    for s in sets {
-        args.push("--set".into());
-        args.push(s.into());
-    }
     let latest = run.join("checkpoints/latest.safetensors");
     let steps = run.join("steps.csv");
     let rows = || std::fs::read_to_string(&steps).map(|t| t.lines().count()).unwrap_or(0);
@@ -261,5 +250,52 @@ fn a_run_killed_at_any_moment_leaves_a_loadable_checkpoint_and_resumes() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let summary: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(summary["exit_cause"], "completed");
-    assert_eq!(summary["steps"], 80);
+    assert_eq!(summary["steps"], total);
+}
+
+/// `vitlab train --out RUN --quiet --set S...`.
+fn train_sets(run: &std::path::Path, sets: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = vec!["train".into(), "--out".into(), run.to_str().unwrap().into(), "--quiet".into()];
+    for s in sets {
+        args.push("--set".into());
+        args.push(s.to_string());
+    }
+    args
+}
+
+#[test]
+fn a_run_killed_at_any_moment_leaves_a_loadable_checkpoint_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("killed");
+    let sets = [
+        "data.path=synthetic", "data.synthetic_train=640", "data.synthetic_test=32", "data.synthetic_size=16",
+        "data.val_size=0", "model.image_size=16", "model.patch_size=4", "model.depth=2", "model.dim=64",
+        "model.mlp_dim=128", "model.heads=4", "epochs=2", "batch_size=16", "checkpoint.every_steps=1",
+        "monitor.block_every=0",
+    ];
+    kill_and_resume(&run, train_sets(&run, &sets), 80);
+}
+
+/// The same for a CycleGAN run, whose checkpoints also hold four optimisers and two history pools.
+#[test]
+fn a_cyclegan_run_killed_at_any_moment_leaves_a_loadable_checkpoint_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("unpaired");
+    for (folder, n) in [("trainA", 40u32), ("trainB", 40), ("testA", 2), ("testB", 2)] {
+        std::fs::create_dir_all(data.join(folder)).unwrap();
+        for i in 0..n {
+            let img = image::RgbImage::from_fn(24, 24, |x, y| image::Rgb([(x * 9 + i) as u8, (y * 7) as u8, folder.len() as u8 * 20]));
+            img.save(data.join(folder).join(format!("{i:02}.png"))).unwrap();
+        }
+    }
+    let run = dir.path().join("killed");
+    let path = format!("data.path={}", data.display());
+    let sets = [
+        "task=cyclegan", path.as_str(), "epochs=2", "batch_size=2", "model.image_size=24", "model.patch_size=4",
+        "model.depth=6", "model.dim=16", "model.mlp_dim=32", "model.heads=2", "optim.name=adam", "optim.lr=2e-4",
+        "schedule.name=linear", "schedule.decay_epochs=1", "cyclegan.discriminator=released", "cyclegan.refiner_width=4",
+        "cyclegan.pool_size=5", "cyclegan.fid_every=0", "cyclegan.sample_every=0", "checkpoint.every_steps=1",
+        "monitor.block_every=0",
+    ];
+    kill_and_resume(&run, train_sets(&run, &sets), 40);
 }

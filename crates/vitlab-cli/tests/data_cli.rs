@@ -247,3 +247,55 @@ fn data_unpaired_seeded_limits_pick_the_same_images() {
     }
     assert!(differs, "seeds 5 and 6 picked the same images everywhere");
 }
+
+/// The README's image-to-image chain on a tiny labelled folder: two classes to an
+/// unpaired folder, a CycleGAN run on it, then `vitlab translate`; and translate's errors.
+#[test]
+fn unpaired_folder_then_cyclegan_training_then_translate() {
+    let t = tempfile::tempdir().unwrap();
+    let src = tiny_folder(&t.path().join("src"), 6, 2);
+    let (u, run, out) = (t.path().join("unpaired"), t.path().join("run"), t.path().join("translated"));
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let (ok, _, err) = vitlab(&["data", "unpaired", &s(&src), "--a", "cat", "--b", "dog", "--out", &s(&u), "--size", "24"]);
+    assert!(ok, "{err}");
+    let sets = [
+        "task=cyclegan", "epochs=2", "batch_size=2", "model.image_size=24", "model.patch_size=4", "model.depth=6",
+        "model.dim=16", "model.mlp_dim=32", "model.heads=2", "optim.name=adam", "optim.lr=2e-4", "schedule.name=linear",
+        "schedule.decay_epochs=1", "cyclegan.discriminator=released", "cyclegan.refiner_width=4", "cyclegan.fid_every=0",
+        "cyclegan.samples=2", "monitor.block_every=0",
+    ];
+    let mut args = vec!["train".to_string(), "--out".into(), s(&run), "--quiet".into(), "--set".into(), format!("data.path={}", s(&u))];
+    for x in sets {
+        args.extend(["--set".to_string(), x.to_string()]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (ok, stdout, err) = vitlab(&args);
+    assert!(ok, "{err}");
+    let summary: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!((summary["task"].as_str(), summary["steps"].as_u64()), (Some("cyclegan"), Some(6)), "{summary}");
+    assert_eq!(summary["fid_note"], "cyclegan.fid_every = 0");
+    assert!(err.contains("FID_A / FID_B not measured"), "{err}");
+    for f in ["config.toml", "steps.csv", "metrics.csv", "results.json", "checkpoints/best.safetensors", "samples/step_0000006.png"] {
+        assert!(run.join(f).exists(), "{f}");
+    }
+
+    let (ok, _, err) = vitlab(&["translate", &s(&run), &s(&u.join("testA")), "--direction", "a2b", "--out", &s(&out), "--size", "32"]);
+    assert!(ok, "{err}");
+    let written = pngs(&out);
+    assert_eq!(written.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["00000.png", "00001.png"]);
+    assert_eq!(written[0].1.dimensions(), (32, 32));
+
+    // Errors: one line naming what is wrong, nothing written.
+    let err_of = |args: &[&str]| {
+        let (ok, _, err) = vitlab(args);
+        assert!(!ok && err.lines().count() == 1, "{err}");
+        err
+    };
+    let e = err_of(&["translate", &s(&run), &s(&u.join("testA")), "--direction", "sideways", "--out", &s(&out)]);
+    assert!(e.contains("--direction") && e.contains("a2b"), "{e}");
+    let e = err_of(&["translate", &s(&run), &s(&t.path().join("nope.png")), "--direction", "a2b", "--out", &s(&out)]);
+    assert!(e.contains("nope.png"), "{e}");
+    let e = err_of(&["translate", &s(&t.path().join("src")), &s(&u.join("testA")), "--direction", "b2a", "--out", &s(&t.path().join("o2"))]);
+    assert!(e.contains("not a (started) run directory"), "{e}");
+    assert!(!t.path().join("o2").exists());
+}
