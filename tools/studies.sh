@@ -10,6 +10,10 @@
 #   tools/studies.sh stabilizers # the same, then the stabilisers on seeds 1-2 as well
 #   tools/studies.sh ablation    # vit, vit22b, vit22b-ln, vit22b-code x 3 seeds, modern recipe,
 #                                # budget: 3 epochs over a 10,000-image class-stratified subset
+#   tools/studies.sh generators  # issue 13: vitunet vs vit22bunet generators (CycleGAN) x 3 seeds on
+#                                # automobile <-> truck from the CIFAR-10 copy (configs/cyclegan-cifar10.toml),
+#                                # budget: 1,000 training images per domain, 4 epochs (2 constant, 2 decaying),
+#                                # FID_A / FID_B (torchmetrics, 64 features) on all 1,000 test images per domain
 #   tools/studies.sh reports     # both reports into docs/results/
 #
 # Budgets are what this 2-core machine affords (~69 img/s for ViT-Tiny/4 on tch): a stability run
@@ -62,6 +66,26 @@ ablation)
         --set schedule.warmup_epochs=0.3 --set checkpoint.every_steps=100 \
         --out runs/ablation --report --quiet "$@"
     ;;
+generators)
+    shift
+    [ -d data/auto2truck ] || "$VITLAB" data unpaired data/cifar10 --a automobile --b truck --out data/auto2truck
+    # Seeds first, so that an interrupted study has both variants at the same seeds.
+    for seed in 0 1 2; do
+        for block in vit vit22b; do
+            run=runs/generators/model.block=$block,seed=$seed
+            if [ -f "$run/results.json" ]; then
+                continue
+            elif [ -f "$run/checkpoints/latest.safetensors" ]; then
+                nice -n 10 "$VITLAB" train --resume "$run" --quiet "$@" || echo "studies.sh: $run failed; continuing" >&2
+            else
+                nice -n 10 "$VITLAB" train --config configs/cyclegan-cifar10.toml --out "$run" \
+                    --set model.block=$block --set seed=$seed --set backend=tch --set data.limit=1000 \
+                    --set epochs=4 --set schedule.decay_epochs=2 --set checkpoint.every_steps=25 --quiet "$@" \
+                    || echo "studies.sh: $run failed; continuing" >&2
+            fi
+        done
+    done
+    ;;
 reports)
     if [ -d runs/ablation ]; then
         "$VITLAB" report runs/ablation --out docs/results/ablation-tiny4-cifar10 --baseline 'model.block=vit' \
@@ -73,7 +97,7 @@ reports)
         --title 'Training stability, ViT-Tiny/4 on CIFAR-10, paper recipe (AdamW 1e-3, batch 32)'
     ;;
 *)
-    sed -n 2,17p "$0"
+    sed -n 2,21p "$0"
     exit 2
     ;;
 esac

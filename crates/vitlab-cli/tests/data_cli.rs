@@ -279,6 +279,10 @@ fn unpaired_folder_then_cyclegan_training_then_translate() {
         assert!(run.join(f).exists(), "{f}");
     }
 
+    // Reports do not read CycleGAN runs yet, and say so rather than misreading them.
+    let (ok, _, err) = vitlab(&["report", &s(&run), "--out", &s(&t.path().join("report"))]);
+    assert!(!ok && err.contains("a CycleGAN run"), "{err}");
+
     let (ok, _, err) = vitlab(&["translate", &s(&run), &s(&u.join("testA")), "--direction", "a2b", "--out", &s(&out), "--size", "32"]);
     assert!(ok, "{err}");
     let written = pngs(&out);

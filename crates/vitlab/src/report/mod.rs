@@ -203,6 +203,13 @@ pub fn load_run(dir: &Path, name: String) -> Result<Option<RunRecord>> {
         return Ok(None);
     }
     let config = ExperimentConfig::load(Some(&run.config()), &[])?;
+    if config.task == crate::config::TaskKind::Cyclegan {
+        return Err(Error::data(
+            dir,
+            "a CycleGAN run: vitlab report reads classification runs only so far \
+             (a CycleGAN run's FID_A / FID_B are in its metrics.csv and results.json)",
+        ));
+    }
     let results: Option<Results> = if run.results().exists() {
         let text = fs::read_to_string(run.results()).map_err(|e| Error::io(run.results(), e))?;
         Some(
