@@ -6,7 +6,8 @@ inference batches of the same model vitlab benchmarks, written the way a
 PyTorch user would: the plain ViT is timm's ``VisionTransformer`` (fused
 ``scaled_dot_product_attention``), the ViT-22B variants are the reference
 modules of ``tools/make_fixtures.py``. Eager mode, fp32, all CPU threads. ``--model inception-fid``
-is pytorch-fid's feature extraction (InceptionV3, 2048-d pool, inputs resized to 299).
+is pytorch-fid's feature extraction (InceptionV3, 2048-d pool, inputs resized to 299);
+``--model vitunet-SIZE`` / ``vit22bunet-SIZE`` one CycleGAN iteration (``cyclegan_step_fn``).
 
 Prints one JSON line: {"stack", "mode", "batch", "step_ms", "peak_rss_kib", "base_rss_kib"}.
 
@@ -22,7 +23,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_fixtures import SIZES, ViT  # noqa: E402  (the reference implementation of docs/MODELS.md)
+from make_fixtures import SIZES, Discriminator, ViT, ViTUnet  # noqa: E402  (the reference implementation of docs/MODELS.md)
 
 
 def peak_rss_kib() -> int:
@@ -58,6 +59,71 @@ def build_inception_fid():
         pfi.fid_inception_v3 = saved
 
 
+def cyclegan_step_fn(args):
+    """One CycleGAN iteration as pytorch-CycleGAN-and-pix2pix's ``optimize_parameters``
+    does it (and vitlab's trainer): G_A, G_B forward; LSGAN + 10 L1 cycle + 5 L1 identity;
+    backward; Adam on both generators; the discriminators on pooled fakes (history of 50),
+    backward, Adam. Generators are the ViTUnet reference of tools/make_fixtures.py."""
+    import random
+
+    random.seed(0)
+
+    import torch
+    import torch.nn.functional as F
+
+    generator, size = args.model.rsplit("-", 1)
+    block = {"vitunet": "vit", "vit22bunet": "vit22b"}[generator]
+    depth, dim, mlp, heads = SIZES[size]
+    depth = args.depth or depth
+    make_g = lambda: ViTUnet(block, depth, dim, mlp, heads, args.image_size, args.patch_size,
+                             refiner_width=args.refiner_width)
+    g_a, g_b = make_g(), make_g()
+    d_a, d_b = Discriminator(args.discriminator), Discriminator(args.discriminator)
+    opt_g = torch.optim.Adam(list(g_a.parameters()) + list(g_b.parameters()), lr=2e-4, betas=(0.5, 0.999))
+    opt_d = torch.optim.Adam(list(d_a.parameters()) + list(d_b.parameters()), lr=2e-4, betas=(0.5, 0.999))
+    pools = ([], [])
+
+    def query(pool, images):
+        out = []
+        for im in images.detach():
+            im = im.unsqueeze(0)
+            if len(pool) < 50:
+                pool.append(im)
+                out.append(im)
+            elif random.random() < 0.5:
+                k = random.randrange(50)
+                out.append(pool[k].clone())
+                pool[k] = im
+            else:
+                out.append(im)
+        return torch.cat(out, 0)
+
+    x = lambda: torch.rand(args.batch, 3, args.image_size, args.image_size) * 2 - 1
+    real_a, real_b = x(), x()
+
+    def step():
+        fake_b, fake_a = g_a(real_a), g_b(real_b)
+        rec_a, rec_b = g_b(fake_b), g_a(fake_a)
+        for d in (d_a, d_b):
+            d.requires_grad_(False)
+        loss_g = ((d_a(fake_b) - 1) ** 2).mean() + ((d_b(fake_a) - 1) ** 2).mean() \
+            + 10 * F.l1_loss(rec_a, real_a) + 10 * F.l1_loss(rec_b, real_b) \
+            + 5 * F.l1_loss(g_a(real_b), real_b) + 5 * F.l1_loss(g_b(real_a), real_a)
+        opt_g.zero_grad(set_to_none=True)
+        loss_g.backward()
+        opt_g.step()
+        for d in (d_a, d_b):
+            d.requires_grad_(True)
+        pb, pa = query(pools[0], fake_b), query(pools[1], fake_a)
+        loss_d = ((d_a(real_b) - 1) ** 2).mean() + (d_a(pb) ** 2).mean() \
+            + ((d_b(real_a) - 1) ** 2).mean() + (d_b(pa) ** 2).mean()
+        opt_d.zero_grad(set_to_none=True)
+        loss_d.backward()
+        opt_d.step()
+
+    return step
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="vit-tiny")
@@ -69,6 +135,9 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--mode", choices=["train", "infer"], default="train")
+    ap.add_argument("--depth", type=int, default=0, help="CycleGAN: generator depth (0: the size's)")
+    ap.add_argument("--refiner-width", type=int, default=64)
+    ap.add_argument("--discriminator", default="patchgan")
     args = ap.parse_args()
 
     import torch
@@ -77,6 +146,17 @@ def main():
     torch.manual_seed(0)
     base = peak_rss_kib()
     batch = args.batch if args.mode == "train" else args.infer_batch
+    if args.model.startswith(("vitunet-", "vit22bunet-")):
+        step = cyclegan_step_fn(args)
+        times = []
+        for i in range(args.warmup + args.steps):
+            t = time.perf_counter()
+            step()
+            if i >= args.warmup:
+                times.append((time.perf_counter() - t) * 1000)
+        print(json.dumps(dict(stack="pytorch", mode="train", batch=args.batch, step_ms=times,
+                              peak_rss_kib=peak_rss_kib(), base_rss_kib=base)))
+        return
     if args.model == "inception-fid":
         # pytorch-fid's feature extraction: [0, 1] images, resized to 299 inside the model.
         model = build_inception_fid()

@@ -170,6 +170,40 @@ pub fn time_fid_features(device: &Device, batch: usize, image_size: usize, warmu
     times
 }
 
+/// Times CycleGAN iterations of the trainer (`train::cyclegan`): both generators and
+/// both discriminators forward and backward, four Adam steps and the history pools,
+/// on random `batch`-image batches per domain, after `warmup` untimed ones. `config` is
+/// a `task = "cyclegan"` config (FID and sample grids are switched off here).
+pub fn time_cyclegan(config: &crate::config::ExperimentConfig, device: &Device, warmup: usize, steps: usize) -> Result<Vec<f64>> {
+    use crate::train::cyclegan::{CycleGan, UnpairedData};
+    use crate::train::{RunDir, StepContext, Task};
+    let mut c = config.clone();
+    c.cyclegan.fid_every = 0;
+    c.cyclegan.sample_every = 0.0;
+    let data = UnpairedData::synthetic(c.batch_size * (warmup + steps), c.model.image_size, 0);
+    let scratch = std::env::temp_dir().join(format!("vitlab-bench-{}", std::process::id()));
+    let mut task = CycleGan::new(&c, data, device, &RunDir::new(&scratch))?;
+    let mut times = Vec::with_capacity(steps);
+    for (i, batch) in task.train_batches(0, 0).take(warmup + steps).enumerate() {
+        let ctx = StepContext {
+            step: i as u64 + 1,
+            epoch: 0,
+            lr: c.optim.lr,
+            probe_blocks: false,
+            max_logit_threshold: 0.0,
+            max_grad_threshold: 0.0,
+            clip_grad_norm: 0.0,
+        };
+        let start = Instant::now();
+        // The step reads its losses back, so it has finished when it returns.
+        task.step(batch, &ctx)?;
+        if i >= warmup {
+            times.push(start.elapsed().as_secs_f64() * 1000.0);
+        }
+    }
+    Ok(times)
+}
+
 /// What [`loader_throughput`] measured.
 #[derive(Clone, Copy, Debug)]
 pub struct LoaderThroughput {

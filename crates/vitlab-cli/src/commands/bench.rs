@@ -17,7 +17,9 @@ use super::{render_table, Format};
 pub struct Args {
     /// Model as BLOCK-SIZE, e.g. vit-tiny, vit22b-small, vit22b-ln-tiny; or `inception-fid`:
     /// FID feature extraction (uint8 images of --image-size, resized to 299, 2048-d features;
-    /// inference only, batch --infer-batch, 50 as pytorch-fid) against pytorch-fid's.
+    /// inference only, batch --infer-batch, 50 as pytorch-fid) against pytorch-fid's;
+    /// or `vitunet-SIZE` / `vit22bunet-SIZE`: one CycleGAN iteration (two generators, two
+    /// discriminators, forward, backward, four Adam steps) on --batch images per domain.
     #[arg(long, default_value = "vit-tiny")]
     model: String,
     #[arg(long, default_value_t = 32)]
@@ -57,6 +59,15 @@ pub struct Args {
     data: Option<PathBuf>,
     #[arg(long, default_value_t = 2)]
     workers: usize,
+    /// CycleGAN bench: the generators' depth (default: the size preset's; a multiple of 6).
+    #[arg(long)]
+    depth: Option<usize>,
+    /// CycleGAN bench: the generators' refiner width.
+    #[arg(long, default_value_t = 64)]
+    refiner_width: usize,
+    /// CycleGAN bench: patchgan or released.
+    #[arg(long, default_value = "patchgan")]
+    discriminator: String,
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
     /// Internal: run one measurement in this process and print it as JSON.
@@ -76,9 +87,38 @@ fn model_config(args: &Args) -> vitlab::Result<ModelConfig> {
     Ok(c)
 }
 
-/// The model benchmarked: a ViT of the zoo, or the FID Inception network.
+/// The model benchmarked: a ViT of the zoo, the FID Inception network, or a CycleGAN.
 fn is_inception(args: &Args) -> bool {
     args.model == "inception-fid"
+}
+
+/// `vitunet-SIZE` / `vit22bunet-SIZE`: the CycleGAN config benchmarked.
+fn cyclegan_config(args: &Args) -> vitlab::Result<Option<vitlab::config::ExperimentConfig>> {
+    let Some((generator, size)) = args.model.rsplit_once('-') else { return Ok(None) };
+    let block = match generator {
+        "vitunet" => "vit",
+        "vit22bunet" => "vit22b",
+        _ => return Ok(None),
+    };
+    let mut sets = vec![
+        "task=cyclegan".to_string(),
+        "data.path=bench".into(),
+        format!("model.block={block}"),
+        format!("model.size={size}"),
+        format!("model.image_size={}", args.image_size),
+        format!("model.patch_size={}", args.patch_size),
+        format!("batch_size={}", args.batch),
+        "optim.name=adam".into(),
+        "optim.lr=2e-4".into(),
+        "optim.betas=[0.5, 0.999]".into(),
+        "optim.weight_decay=0.0".into(),
+        format!("cyclegan.refiner_width={}", args.refiner_width),
+        format!("cyclegan.discriminator={}", args.discriminator),
+    ];
+    if let Some(d) = args.depth {
+        sets.push(format!("model.depth={d}"));
+    }
+    vitlab::config::ExperimentConfig::load(None, &sets).map(Some)
 }
 
 fn run_child(args: &Args, spec: &str) -> vitlab::Result<()> {
@@ -86,7 +126,9 @@ fn run_child(args: &Args, spec: &str) -> vitlab::Result<()> {
     let backend: Backend = backend.parse()?;
     let device = backend.device()?;
     let base = bench::peak_rss_kib();
-    let (mode, batch, times) = if is_inception(args) {
+    let (mode, batch, times) = if let Some(c) = cyclegan_config(args)? {
+        (Mode::Train, args.batch, bench::time_cyclegan(&c, &device, args.warmup, args.steps)?)
+    } else if is_inception(args) {
         let times = bench::time_fid_features(&device, args.infer_batch, args.image_size, args.warmup, args.steps);
         (Mode::Infer, args.infer_batch, times)
     } else {
@@ -163,13 +205,15 @@ pub fn run(args: Args) -> vitlab::Result<()> {
     if let Some(path) = &args.data {
         return data_bench(&args, path);
     }
-    let c = if is_inception(&args) { None } else { Some(model_config(&args)?) };
+    let gan = cyclegan_config(&args)?.is_some();
+    let c = if is_inception(&args) || gan { None } else { Some(model_config(&args)?) };
     let backends: Vec<Backend> = if args.backend == "all" {
         Backend::compiled_cpu()
     } else {
         vec![args.backend.parse()?]
     };
     let modes: Vec<&str> = match args.only.as_deref() {
+        None if gan => vec!["train"],
         None if c.is_none() => vec!["infer"],
         None => vec!["train", "infer"],
         Some("train") if c.is_none() => return Err(Error::config("--only", "inception-fid is inference only")),
@@ -199,7 +243,13 @@ pub fn run(args: Args) -> vitlab::Result<()> {
                     "--infer-batch".into(), args.infer_batch.to_string(),
                     "--steps".into(), args.steps.to_string(),
                     "--warmup".into(), args.warmup.to_string(),
+                    "--refiner-width".into(), args.refiner_width.to_string(),
+                    "--discriminator".into(), args.discriminator.clone(),
                 ];
+                let mut common = common.to_vec();
+                if let Some(d) = args.depth {
+                    common.extend(["--depth".to_string(), d.to_string()]);
+                }
                 let m = if stack == "pytorch" {
                     let mut cmd = Command::new(&args.python);
                     cmd.arg(&script).args(common).arg("--mode").arg(mode);
@@ -249,7 +299,12 @@ fn report(args: &Args, c: Option<&ModelConfig>, results: &[Measurement]) {
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&rows).expect("json")),
         _ => {
-            if c.is_some() {
+            if cyclegan_config(args).ok().flatten().is_some() {
+                println!(
+                    "CycleGAN iteration ({} generators at {} px, patch {}, refiner {}, {} discriminators), batch {} per domain; median of {} steps per stack",
+                    args.model, args.image_size, args.patch_size, args.refiner_width, args.discriminator, args.batch, args.steps * args.rounds
+                );
+            } else if c.is_some() {
                 println!(
                     "{} at {} px, patch {}, {} classes; train batch {}, inference batch {}; median of {} steps per stack",
                     args.model, args.image_size, args.patch_size, args.num_classes, args.batch, args.infer_batch, args.steps * args.rounds

@@ -160,6 +160,19 @@ impl UnpairedData {
     }
 }
 
+impl UnpairedData {
+    /// `n` random images per domain of `side` px, no test split (benchmarks).
+    pub fn synthetic(n: usize, side: usize, seed: u64) -> UnpairedData {
+        let mut rng = Rng::new(seed);
+        let mut domain = || {
+            let pixels = (0..n * 3 * side * side).map(|_| rng.below(256) as u8).collect();
+            Arc::new(Domain { pixels, len: n, side })
+        };
+        let (train_a, train_b) = (domain(), domain());
+        UnpairedData { train_a, train_b, test_a: None, test_b: None, description: format!("synthetic: {n} + {n} images of {side} px") }
+    }
+}
+
 /// A batch of real A and real B images, `[n, 3, S, S]` each.
 pub struct PairBatch {
     a: Vec<f32>,
