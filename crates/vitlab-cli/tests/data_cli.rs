@@ -279,9 +279,15 @@ fn unpaired_folder_then_cyclegan_training_then_translate() {
         assert!(run.join(f).exists(), "{f}");
     }
 
-    // Reports do not read CycleGAN runs yet, and say so rather than misreading them.
-    let (ok, _, err) = vitlab(&["report", &s(&run), "--out", &s(&t.path().join("report"))]);
-    assert!(!ok && err.contains("a CycleGAN run"), "{err}");
+    // The CycleGAN report: its table, loss figure and the run's last sample grid.
+    let rep = t.path().join("report");
+    let (ok, _, err) = vitlab(&["report", &s(&run), "--out", &s(&rep), "--title", "tiny"]);
+    assert!(ok, "{err}");
+    let md = fs::read_to_string(rep.join("report.md")).unwrap();
+    assert!(md.contains("| all runs | 0 | - |") && md.contains("step_0000006.png"), "{md}");
+    for f in ["report.json", "figures/losses.svg", "figures/losses.png"] {
+        assert!(rep.join(f).exists(), "{f}");
+    }
 
     let (ok, _, err) = vitlab(&["translate", &s(&run), &s(&u.join("testA")), "--direction", "a2b", "--out", &s(&out), "--size", "32"]);
     assert!(ok, "{err}");

@@ -40,6 +40,27 @@ pub fn note_not_started(r: &mut Report, dirs: &[PathBuf]) -> vitlab::Result<()> 
 }
 
 pub fn run(args: Args) -> vitlab::Result<()> {
+    for d in &args.dirs {
+        if !d.is_dir() {
+            return Err(vitlab::Error::data(d, "not a folder"));
+        }
+    }
+    let gan = report::cyclegan::load_runs(&args.dirs)?;
+    if !gan.is_empty() {
+        if report::has_classification_runs(&args.dirs)? {
+            return Err(vitlab::Error::config(
+                "DIRS",
+                "these folders hold both CycleGAN and classification runs; report them separately",
+            ));
+        }
+        let baseline = args.baseline.as_deref().map(report::parse_baseline).transpose()?;
+        let mut r = report::cyclegan::GanReport::build(&args.title, gan, baseline)?;
+        r.notes.push(format!("Regenerate with `{}`.", command_line()));
+        for p in r.write(&args.out)? {
+            println!("{}", p.display());
+        }
+        return Ok(());
+    }
     let runs = report::load_runs(&args.dirs)?;
     if runs.is_empty() {
         return Err(vitlab::Error::config(

@@ -10,6 +10,7 @@
 //! content), `report.json` (the numbers) and `figures/`. [`grid`] writes image
 //! grids (a generator's samples) as PNG.
 
+pub mod cyclegan;
 pub mod grid;
 pub mod plot;
 
@@ -191,7 +192,7 @@ pub(crate) fn flatten_config(config: &ExperimentConfig) -> BTreeMap<String, Stri
 /// Whether `run` is a run directory: a config and something a run leaves behind
 /// (results, an error, a checkpoint, or steps.csv: a run that started but has no
 /// checkpoint yet is an unfinished run).
-fn is_run(run: &RunDir) -> bool {
+pub(crate) fn is_run(run: &RunDir) -> bool {
     run.config().exists()
         && (run.results().exists() || run.error().exists() || run.latest().exists() || run.steps().exists())
 }
@@ -243,6 +244,18 @@ pub fn load_run(dir: &Path, name: String) -> Result<Option<RunRecord>> {
         grid_keys: Vec::new(),
         sweep_cell: None,
     }))
+}
+
+/// Whether a classification run lies under `roots` (CycleGAN runs have their own report).
+pub fn has_classification_runs(roots: &[PathBuf]) -> Result<bool> {
+    for root in roots {
+        let mut dirs = Vec::new();
+        collect_dirs(root, &mut dirs)?;
+        if dirs.iter().any(|d| is_run(&RunDir::new(d)) && !cyclegan::is_cyclegan_run(d)) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Every run under the given folders (each may itself be a run directory).
@@ -313,7 +326,7 @@ pub fn not_started(roots: &[PathBuf]) -> Result<Vec<String>> {
     Ok(out)
 }
 
-fn collect_dirs(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+pub(crate) fn collect_dirs(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     out.push(dir.to_path_buf());
     let entries = fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
     for e in entries {
@@ -337,7 +350,7 @@ pub struct MeanStd {
 impl MeanStd {
     /// Over the finite values (a diverged run's NaN AUROC does not make the mean NaN);
     /// `n` counts the values used.
-    fn of(values: &[f64]) -> Option<MeanStd> {
+    pub(crate) fn of(values: &[f64]) -> Option<MeanStd> {
         let values: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
         (!values.is_empty()).then(|| MeanStd {
             n: values.len(),
@@ -429,11 +442,11 @@ pub fn parse_baseline(spec: &str) -> Result<Vec<(String, String)>> {
 }
 
 /// Config values as text are equal, or equal as numbers (`1` and `1.0`, `1e-3` and `0.001`).
-fn same_value(a: &str, b: &str) -> bool {
+pub(crate) fn same_value(a: &str, b: &str) -> bool {
     a == b || matches!((a.parse::<f64>(), b.parse::<f64>()), (Ok(x), Ok(y)) if x == y)
 }
 
-fn short_names(keys: &[String]) -> Vec<String> {
+pub(crate) fn short_names(keys: &[String]) -> Vec<String> {
     let last = |k: &str| k.rsplit('.').next().unwrap_or(k).to_string();
     keys.iter()
         .map(|k| {

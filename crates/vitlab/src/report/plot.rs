@@ -54,6 +54,16 @@ const COLORS: [(u8, u8, u8); 20] = [
     (158, 218, 229),
 ];
 
+/// The colour of cell `i`, as the classification figures use it.
+pub(crate) fn cell_rgb(i: usize) -> (u8, u8, u8) {
+    COLORS[i % COLORS.len()]
+}
+
+/// Registers the bundled font for PNG text (once).
+pub(crate) fn register_font_once() {
+    register_font();
+}
+
 fn color(i: usize) -> RGBColor {
     let (r, g, b) = COLORS[i % COLORS.len()];
     RGBColor(r, g, b)
