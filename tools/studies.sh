@@ -12,7 +12,7 @@
 #                                # budget: 3 epochs over a 10,000-image class-stratified subset
 #   tools/studies.sh generators  # issue 13: vitunet vs vit22bunet generators (CycleGAN) x 3 seeds on
 #                                # automobile <-> truck from the CIFAR-10 copy (configs/cyclegan-cifar10.toml),
-#                                # budget: 1,000 training images per domain, 4 epochs (2 constant, 2 decaying),
+#                                # budget: 600 training images per domain, 4 epochs (2 constant, 2 decaying), batch 8,
 #                                # FID_A / FID_B (torchmetrics, 64 features) on all 1,000 test images per domain
 #   tools/studies.sh reports     # both reports into docs/results/
 #
@@ -79,7 +79,7 @@ generators)
                 nice -n 10 "$VITLAB" train --resume "$run" --quiet "$@" || echo "studies.sh: $run failed; continuing" >&2
             else
                 nice -n 10 "$VITLAB" train --config configs/cyclegan-cifar10.toml --out "$run" \
-                    --set model.block=$block --set seed=$seed --set backend=tch --set data.limit=1000 \
+                    --set model.block=$block --set seed=$seed --set backend=tch --set data.limit=600 \
                     --set epochs=4 --set schedule.decay_epochs=2 --set checkpoint.every_steps=25 --quiet "$@" \
                     || echo "studies.sh: $run failed; continuing" >&2
             fi
