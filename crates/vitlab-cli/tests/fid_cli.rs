@@ -168,6 +168,13 @@ fn bad_inputs_are_one_line_errors_naming_the_path() {
     assert!(vitlab(&["fid", s(&real), "--save-stats", s(&stats), "--weights", s(w), "--feature", "64", "--quiet"]).status.success());
     let e = error_of(&["fid", s(&stats), s(&fake), "--weights", s(w), "--feature", "192", "--quiet"]);
     assert!(e.contains(s(&stats)) && e.contains("64-feature") && e.contains("192"), "{e}");
+    // Saved features of one preprocessing against an explicit request for another, the default included.
+    let e = error_of(&["fid", s(&stats), s(&fake), "--weights", s(w), "--preprocess", "torchmetrics", "--quiet"]);
+    assert!(e.contains(s(&stats)) && e.contains("pytorch-fid preprocessing, not torchmetrics"), "{e}");
+    let tm = dir.path().join("real_tm.safetensors");
+    assert!(vitlab(&["fid", s(&real), "--save-stats", s(&tm), "--weights", s(w), "--feature", "64", "--preprocess", "torchmetrics", "--quiet"]).status.success());
+    let e = error_of(&["fid", s(&tm), s(&fake), "--weights", s(w), "--preprocess", "pytorch-fid", "--quiet"]);
+    assert!(e.contains("torchmetrics preprocessing, not pytorch-fid"), "{e}");
     // A safetensors file that is not saved features.
     let e = error_of(&["fid", s(&other), s(&fake), "--weights", s(w), "--quiet"]);
     assert!(e.contains(s(&other)) && e.contains("--save-stats"), "{e}");

@@ -29,8 +29,9 @@ pub struct Args {
     feature: Option<String>,
     /// Preprocessing as pytorch-fid (default), torch-fidelity (= torchmetrics with antialias=False)
     /// or torchmetrics (its default, antialias=True; the paper's FID). See docs/FID.md.
-    #[arg(long, default_value = "pytorch-fid")]
-    preprocess: String,
+    /// Default: the saved file's, else pytorch-fid.
+    #[arg(long)]
+    preprocess: Option<String>,
     /// The Inception weights file (safetensors from tools/convert_fid_inception.py, or pytorch-fid's .pth).
     #[arg(long)]
     weights: Option<PathBuf>,
@@ -71,7 +72,7 @@ struct Side {
 }
 
 pub fn run(args: Args) -> vitlab::Result<()> {
-    let resize = Resize::parse("--preprocess", &args.preprocess)?;
+    let explicit_resize = args.preprocess.as_deref().map(|p| Resize::parse("--preprocess", p)).transpose()?;
     let explicit_tap = args.feature.as_deref().map(|f| Tap::parse("--feature", f)).transpose()?;
     if args.save_stats.is_some() && args.fake.is_some() {
         return Err(Error::config("--save-stats", "takes one input (REAL) whose features it saves; drop FAKE"));
@@ -93,7 +94,9 @@ pub fn run(args: Args) -> vitlab::Result<()> {
     let tap = explicit_tap
         .or_else(|| saved.iter().flatten().map(|s| s.tap).next())
         .unwrap_or(Tap::F2048);
-    let preprocess_given = args.preprocess != "pytorch-fid";
+    let resize = explicit_resize
+        .or_else(|| saved.iter().flatten().map(|s| s.resize).next())
+        .unwrap_or(Resize::PytorchFid);
     for (p, s) in inputs.iter().zip(&saved) {
         if let Some(s) = s {
             if s.tap != tap {
@@ -102,15 +105,12 @@ pub fn run(args: Args) -> vitlab::Result<()> {
                     format!("holds {}-feature statistics, but {tap} features were asked for (--feature or the other input)", s.tap),
                 ));
             }
-            if preprocess_given && s.resize != resize {
-                return Err(Error::data(*p, format!("was made with {} preprocessing, not {resize}", s.resize)));
+            if s.resize != resize {
+                return Err(Error::data(
+                    *p,
+                    format!("was made with {} preprocessing, not {resize} (--preprocess or the other input)", s.resize),
+                ));
             }
-        }
-    }
-    let resize = saved.iter().flatten().map(|s| s.resize).next().filter(|_| !preprocess_given).unwrap_or(resize);
-    if let [Some(a), Some(b)] = saved.as_slice() {
-        if a.resize != b.resize {
-            return Err(Error::data(inputs[1], format!("was made with {} preprocessing, {} with {}", b.resize, inputs[0].display(), a.resize)));
         }
     }
 
