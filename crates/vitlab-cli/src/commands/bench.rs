@@ -270,11 +270,12 @@ pub fn run(args: Args) -> vitlab::Result<()> {
             }
         }
     }
-    report(&args, c.as_ref(), &results);
+    report(&args, c.as_ref(), gan, &results);
     Ok(())
 }
 
-fn report(args: &Args, c: Option<&ModelConfig>, results: &[Measurement]) {
+/// `c`: the ViT benchmarked (none for the FID network and CycleGAN); `gan`: a CycleGAN.
+fn report(args: &Args, c: Option<&ModelConfig>, gan: bool, results: &[Measurement]) {
     let torch = |mode: Mode| results.iter().find(|r| r.stack == "pytorch" && r.mode == mode);
     let rows: Vec<serde_json::Value> = results
         .iter()
@@ -299,7 +300,7 @@ fn report(args: &Args, c: Option<&ModelConfig>, results: &[Measurement]) {
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&rows).expect("json")),
         _ => {
-            if cyclegan_config(args).ok().flatten().is_some() {
+            if gan {
                 println!(
                     "CycleGAN iteration ({} generators at {} px, patch {}, refiner {}, {} discriminators), batch {} per domain; median of {} steps per stack",
                     args.model, args.image_size, args.patch_size, args.refiner_width, args.discriminator, args.batch, args.steps * args.rounds

@@ -461,6 +461,15 @@ fn walk(root: &Path, dir: &Path, recursive: bool, out: &mut Vec<(String, u64, u1
     Ok(())
 }
 
+/// The user's cache folder: `$XDG_CACHE_HOME` when it is an absolute path (the XDG
+/// rule), else `~/.cache`. vitlab keeps dataset caches and the FID weights below it.
+pub fn user_cache_dir() -> Option<PathBuf> {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+}
+
 pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -518,11 +527,7 @@ pub(crate) fn cache_candidates(source: &Path, options: &OpenOptions) -> Vec<Path
     if let Some(parent) = abs.parent() {
         v.push(parent.join(format!("{name}{suffix}")));
     }
-    let user = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
-    if let Some(u) = user {
+    if let Some(u) = user_cache_dir() {
         v.push(u.join("vitlab").join(format!("{name}-{tag}{suffix}")));
     }
     v

@@ -14,6 +14,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use super::decode::encode_png;
 use super::loader::{resize_bilinear, Rng};
 use super::{open_with, Dataset, ImageSet, OpenOptions};
 use crate::{Error, Result};
@@ -356,28 +357,6 @@ fn write_folder(set: &ImageSet, picked: &[usize], dir: &Path, size: Option<usize
             .collect()
     });
     results.into_iter().collect()
-}
-
-/// CHW uint8 (1 or 3 channels) to a PNG file's bytes.
-fn encode_png(chw: &[u8], channels: usize, h: usize, w: usize) -> std::result::Result<Vec<u8>, String> {
-    use image::ImageEncoder;
-    let plane = h * w;
-    let (interleaved, colour) = match channels {
-        1 => (chw[..plane].to_vec(), image::ExtendedColorType::L8),
-        3 => {
-            let mut hwc = Vec::with_capacity(3 * plane);
-            for p in 0..plane {
-                hwc.extend_from_slice(&[chw[p], chw[plane + p], chw[2 * plane + p]]);
-            }
-            (hwc, image::ExtendedColorType::Rgb8)
-        }
-        c => return Err(format!("cannot write an image of {c} channels as PNG")),
-    };
-    let mut png = Vec::new();
-    image::codecs::png::PngEncoder::new(&mut png)
-        .write_image(&interleaved, w as u32, h as u32, colour)
-        .map_err(|e| format!("cannot encode PNG: {e}"))?;
-    Ok(png)
 }
 
 #[cfg(test)]

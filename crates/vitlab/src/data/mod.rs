@@ -25,7 +25,7 @@ pub mod unpaired;
 mod dataset;
 mod split;
 
-pub use dataset::{open, open_with, CacheStatus, CoarseLabels, DataFormat, Dataset, OpenOptions};
+pub use dataset::{open, open_with, user_cache_dir, CacheStatus, CoarseLabels, DataFormat, Dataset, OpenOptions};
 pub use make_unpaired::{make_unpaired, write_unpaired, UnpairedFolder, UnpairedOptions, UnpairedSummary};
 pub use split::stratified_split;
 

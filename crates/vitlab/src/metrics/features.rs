@@ -171,23 +171,16 @@ fn antialiased(chw: &[u8], h: usize, w: usize, out: &mut [f32]) {
 /// vitlab's cache folder for the FID weights: `$XDG_CACHE_HOME/vitlab/fid`
 /// (default `~/.cache/vitlab/fid`).
 pub fn cache_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("vitlab").join("fid"))
+    Some(crate::data::user_cache_dir()?.join("vitlab").join("fid"))
 }
 
 /// torch hub's checkpoint folder (`$TORCH_HOME/hub/checkpoints`, default
 /// `~/.cache/torch/hub/checkpoints`), where pytorch-fid keeps its weights.
 fn torch_hub_dir() -> Option<PathBuf> {
-    let home = std::env::var_os("TORCH_HOME").filter(|v| !v.is_empty()).map(PathBuf::from).or_else(|| {
-        let cache = std::env::var_os("XDG_CACHE_HOME")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-        Some(cache.join("torch"))
-    })?;
+    let home = std::env::var_os("TORCH_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| Some(crate::data::user_cache_dir()?.join("torch")))?;
     Some(home.join("hub").join("checkpoints"))
 }
 
@@ -197,10 +190,10 @@ pub fn weight_candidates(explicit: Option<&Path>) -> Vec<PathBuf> {
     if let Some(p) = explicit {
         return vec![p.to_path_buf()];
     }
-    let mut v = Vec::new();
     if let Some(p) = std::env::var_os("VITLAB_FID_WEIGHTS").filter(|v| !v.is_empty()) {
         return vec![PathBuf::from(p)];
     }
+    let mut v = Vec::new();
     v.extend(cache_dir().map(|d| d.join(WEIGHTS_FILE)));
     v.extend(torch_hub_dir().map(|d| d.join(PYTORCH_FID_FILE)));
     v

@@ -66,9 +66,15 @@ pub fn load_runs(roots: &[PathBuf]) -> Result<Vec<GanRun>> {
         let mut dirs = Vec::new();
         collect_dirs(root, &mut dirs)?;
         dirs.sort();
-        for d in dirs.into_iter().filter(|d| is_cyclegan_run(d)) {
+        for d in dirs {
             let run = RunDir::new(&d);
+            if !is_run(&run) {
+                continue;
+            }
             let config = ExperimentConfig::load(Some(&run.config()), &[])?;
+            if config.task != TaskKind::Cyclegan {
+                continue;
+            }
             let results = match fs::read_to_string(run.results()) {
                 Ok(text) => Some(
                     serde_json::from_str(&text)

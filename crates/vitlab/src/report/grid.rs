@@ -55,7 +55,7 @@ pub fn write_image_grid(path: &Path, columns: &[HostTensor]) -> Result<()> {
 }
 
 /// `[-1, 1]` to `0..=255`, rounding to nearest (NaN as 0).
-fn to_u8(v: f32) -> u8 {
+pub(crate) fn to_u8(v: f32) -> u8 {
     let v = if v.is_nan() { -1.0 } else { v.clamp(-1.0, 1.0) };
     ((v + 1.0) * 127.5).round() as u8
 }

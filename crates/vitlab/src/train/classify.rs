@@ -308,7 +308,7 @@ impl Task for Classifier {
         })
     }
 
-    fn validate(&mut self) -> Result<Option<Validation>> {
+    fn validate(&mut self, _epochs_done: usize) -> Result<Option<Validation>> {
         let Some((set, idx)) = &self.val else { return Ok(None) };
         let model = self.inference_model();
         let inner = self.device.clone().inner();

@@ -250,7 +250,7 @@ fn to_images(values: &[f32], n: usize, side: usize) -> Vec<Img> {
         .map(|i| Img {
             h: side,
             w: side,
-            chw: values[i * per..(i + 1) * per].iter().map(|&v| ((v + 1.0) * 127.5).round().clamp(0.0, 255.0) as u8).collect(),
+            chw: values[i * per..(i + 1) * per].iter().map(|&v| crate::report::grid::to_u8(v)).collect(),
         })
         .collect()
 }
@@ -550,13 +550,11 @@ impl Task for CycleGan {
         })
     }
 
-    fn validate(&mut self) -> Result<Option<Validation>> {
+    fn validate(&mut self, epochs_done: usize) -> Result<Option<Validation>> {
         let Some(fid) = &self.fid else { return Ok(None) };
         let (Some(ta), Some(tb)) = (&self.data.test_a, &self.data.test_b) else { return Ok(None) };
-        // Measured every fid_every epochs (the loop calls this once per epoch) and at the end.
-        let epoch = self.opt[0].steps / self.batches_per_epoch().max(1) as u64;
-        let every = self.config.cyclegan.fid_every as u64;
-        if epoch % every != 0 && epoch != self.config.epochs as u64 {
+        // Measured every fid_every epochs and after the last.
+        if epochs_done % self.config.cyclegan.fid_every != 0 && epochs_done != self.config.epochs {
             return Ok(None);
         }
         let inner = self.device.clone().inner();
@@ -800,16 +798,10 @@ pub fn translate_files(
                 }
                 _ => (side, img.chw),
             };
-            let plane = w * w;
-            let hwc: Vec<u8> = (0..plane).flat_map(|i| [pixels[i], pixels[plane + i], pixels[2 * plane + i]]).collect();
-            let mut png = Vec::new();
-            image::codecs::png::PngEncoder::new(&mut png)
-                .write_image(&hwc, w as u32, w as u32, image::ExtendedColorType::Rgb8)
-                .map_err(|e| Error::data(path, format!("cannot encode PNG: {e}")))?;
+            let png = crate::data::decode::encode_png(&pixels, 3, w, w).map_err(|m| Error::data(path, m))?;
             crate::models::weights::atomic_write(path, &png)?;
         }
     }
     Ok(targets)
 }
 
-use image::ImageEncoder;

@@ -215,7 +215,8 @@ pub trait Task {
     fn train_batches(&self, epoch: usize, start: usize) -> Box<dyn Iterator<Item = Self::Batch>>;
     fn batch_len(batch: &Self::Batch) -> usize;
     fn step(&mut self, batch: Self::Batch, ctx: &StepContext) -> Result<StepOutput>;
-    fn validate(&mut self) -> Result<Option<Validation>>;
+    /// Validation after `epochs_done` epochs (`None`: nothing measured this time).
+    fn validate(&mut self, epochs_done: usize) -> Result<Option<Validation>>;
     /// Tensors of a checkpoint (model and optimiser state).
     fn checkpoint_tensors(&self) -> TensorMap;
     /// Restores [`Task::checkpoint_tensors`].
@@ -504,7 +505,7 @@ pub fn run_loop<T: Task>(
             .collect();
         let seconds = state.epoch_seconds;
         let images_per_s = state.epoch_count as f64 / seconds.max(1e-9);
-        let val = task.validate()?;
+        let val = task.validate(epoch + 1)?;
         let lr = learning_rate(config.optim.lr, &config.schedule, epoch as f64 + 1.0 - 1e-9, epochs);
         let mut row = vec![
             (epoch + 1).to_string(),
