@@ -493,7 +493,11 @@ impl Task for CycleGan {
         let fake_a = self.g_b.forward(real_b.clone());
         let rec_a = self.g_b.forward(fake_b.clone());
         let rec_b = self.g_a.forward(fake_a.clone());
-        let (score_b, score_a) = (self.d_a.forward(fake_b.clone()), self.d_b.forward(fake_a.clone()));
+        // The discriminators score the fakes with their parameters frozen (fresh untracked
+        // leaves over the same weights, as PyTorch's `requires_grad_(False)`): the G loss
+        // backpropagates into the images only, not into gradients the G step would discard.
+        let (frozen_a, frozen_b) = (self.d_a.clone().no_grad(), self.d_b.clone().no_grad());
+        let (score_b, score_a) = (frozen_a.forward(fake_b.clone()), frozen_b.forward(fake_a.clone()));
         let max_score = Tensor::cat(vec![score_b.clone().detach().abs().max(), score_a.clone().detach().abs().max()], 0).max();
         let g_a = lsgan_generator_loss(score_b);
         let g_b = lsgan_generator_loss(score_a);
