@@ -334,3 +334,74 @@ fn paper_code_vit22b_checkpoint_gives_its_logits() {
 fn paper_code_first_version_vit22b_checkpoint_gives_its_logits() {
     check_foreign_checkpoint("paper_code_vit22b_v1", Layout::PaperVit22bV1);
 }
+
+/// vitlab's fused reflection padding (LibTorch: `reflection_pad2d` and its
+/// backward; flex: burn's pad and a hand-written fold) equals burn's generic
+/// `Tensor::pad`, output and input gradient, for uneven and wide paddings.
+#[test]
+fn fused_reflect_pad_equals_burns_pad_with_its_gradient() {
+    use burn::tensor::ops::PadMode;
+    use burn::tensor::Distribution;
+    use vitlab::models::fused::reflect_pad;
+    for (backend, device) in backends() {
+        let ad = device.clone().autodiff();
+        for [top, bottom, left, right] in [[1, 1, 1, 1], [2, 1, 3, 0], [0, 4, 1, 2]] {
+            let what = format!("reflect pad {top} {bottom} {left} {right} [{backend}]");
+            let x = Tensor::<4>::random([2, 3, 5, 6], Distribution::Normal(0.0, 1.0), &ad).require_grad();
+            let ours = reflect_pad(x.clone(), [top, bottom, left, right]);
+            let reference = x.clone().pad((left, right, top, bottom), PadMode::Reflect);
+            assert_close(&format!("{what} output"), &host(ours.clone()), &host(reference.clone()), 0.0);
+            let w = Tensor::<4>::random(ours.dims(), Distribution::Normal(0.0, 1.0), &ad);
+            let g_ours = x.grad(&(ours * w.clone()).sum().backward()).unwrap();
+            let g_ref = x.grad(&(reference * w).sum().backward()).unwrap();
+            assert_close(&format!("{what} grad"), &host(g_ours), &host(g_ref), 1e-6);
+        }
+    }
+}
+
+/// vitlab's fused convolution (LibTorch: PyTorch's `convolution_backward`)
+/// equals burn's `Conv2d::forward`, and gives gradients exactly to what is
+/// tracked: the input alone (a discriminator with frozen parameters scoring
+/// generated images, the CycleGAN G step), the parameters alone (real images in
+/// the D step), or both.
+#[test]
+fn fused_conv_gradients_follow_what_is_tracked() {
+    use burn::nn::conv::Conv2dConfig;
+    use burn::nn::PaddingConfig2d;
+    use burn::tensor::Distribution;
+    use vitlab::models::fused::conv2d;
+    for (backend, device) in backends() {
+        let ad = device.clone().autodiff();
+        for (stride, padding) in [(1, PaddingConfig2d::Valid), (2, PaddingConfig2d::Explicit(1, 1, 1, 1))] {
+            for (track_x, frozen) in [(true, false), (false, false), (true, true)] {
+                let what = format!("conv stride {stride} x tracked {track_x} frozen {frozen} [{backend}]");
+                let mut conv = Conv2dConfig::new([3, 5], [4, 4]).with_stride([stride, stride]).with_padding(padding.clone()).init(&ad);
+                if frozen {
+                    conv = conv.no_grad();
+                }
+                let mut x = Tensor::<4>::random([2, 3, 9, 9], Distribution::Normal(0.0, 1.0), &ad);
+                if track_x {
+                    x = x.require_grad();
+                }
+                let (ours, reference) = (conv2d(&conv, x.clone()), conv.forward(x.clone()));
+                assert_close(&format!("{what} output"), &host(ours.clone()), &host(reference.clone()), 1e-5);
+                let w = Tensor::<4>::random(ours.dims(), Distribution::Normal(0.0, 1.0), &ad);
+                let (g_ours, g_ref) = ((ours * w.clone()).sum().backward(), (reference * w).sum().backward());
+                assert_eq!(x.grad(&g_ours).is_some(), track_x, "{what}: input gradient");
+                if let (Some(a), Some(b)) = (x.grad(&g_ours), x.grad(&g_ref)) {
+                    assert_close(&format!("{what} grad.input"), &host(a), &host(b), 1e-5);
+                }
+                let bias = conv.bias.as_ref().unwrap().val();
+                for (name, ours, reference) in [
+                    ("weight", conv.weight.val().grad(&g_ours).map(host), conv.weight.val().grad(&g_ref).map(host)),
+                    ("bias", bias.grad(&g_ours).map(host), bias.grad(&g_ref).map(host)),
+                ] {
+                    assert_eq!(ours.is_some(), !frozen, "{what}: {name} gradient");
+                    if let (Some(a), Some(b)) = (ours, reference) {
+                        assert_close(&format!("{what} grad.{name}"), &a, &b, 1e-5);
+                    }
+                }
+            }
+        }
+    }
+}

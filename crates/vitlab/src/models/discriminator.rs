@@ -19,6 +19,7 @@ use burn::tensor::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 
 use super::config::named_enum;
+use super::fused;
 use super::layers::instance_norm;
 use crate::{Error, Result};
 
@@ -163,14 +164,14 @@ impl Discriminator {
         let last = self.convs.len() - 1;
         let mut x = images;
         for (i, conv) in self.convs[..last].iter().enumerate() {
-            x = conv.forward(x);
+            x = fused::conv2d(conv, x);
             // The PatchGAN's first layer has no norm.
             if !(self.kind == DiscriminatorKind::Patchgan && i == 0) {
                 x = instance_norm(x);
             }
             x = leaky_relu(x, 0.2);
         }
-        let scores = self.convs[last].forward(x);
+        let scores = fused::conv2d(&self.convs[last], x);
         match self.kind {
             DiscriminatorKind::Released => sigmoid(scores),
             DiscriminatorKind::Patchgan => scores,

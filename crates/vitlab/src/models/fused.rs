@@ -29,10 +29,12 @@ use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
-use burn::backend::ops::{AttentionModuleOptions, ModuleOps};
+use burn::backend::ops::{AttentionModuleOptions, ConvOptions, ModuleOps, PadMode};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{backend_extension, Autodiff, AutodiffBackend, Backend, Dispatch, TensorMetadata};
-use burn::tensor::{Shape, Tensor};
+use burn::nn::conv::Conv2d;
+use burn::nn::PaddingConfig2d;
+use burn::tensor::{Shape, Slice, Tensor};
 
 /// Forward-with-saved-state and backward kernels for the fused operations.
 /// The defaults are burn backend primitives; a backend overrides what it has
@@ -76,6 +78,47 @@ pub trait FusedKernels: Backend {
         attn_forward::<Self>(q, k, v, scale)
     }
 
+    /// 2-D convolution (dilation 1, one group) with a bias: `(y, saved)`.
+    fn conv_forward(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: FloatTensor<Self>,
+        stride: [usize; 2],
+        padding: [usize; 2],
+    ) -> (FloatTensor<Self>, ConvSaved<Self>) {
+        let y = Self::conv2d(x.clone(), weight.clone(), Some(bias.clone()), conv_options(stride, padding));
+        (y, (x, weight, bias, None))
+    }
+
+    /// Gradients of [`FusedKernels::conv_forward`]: `want` says which of x, weight
+    /// and bias need one.
+    fn conv_backward(
+        dy: FloatTensor<Self>,
+        (x, weight, bias, _): ConvSaved<Self>,
+        stride: [usize; 2],
+        padding: [usize; 2],
+        want: [bool; 3],
+    ) -> ConvGrads<Self> {
+        let options = conv_options(stride, padding);
+        [
+            want[0].then(|| Self::conv2d_x_backward(x.clone(), weight.clone(), dy.clone(), options.clone())),
+            want[1].then(|| Self::conv2d_weight_backward(x.clone(), weight, dy.clone(), options)),
+            want[2].then(|| Self::conv2d_bias_backward(x, bias, dy)),
+        ]
+    }
+
+    /// Reflection padding of the last two axes of `[B, C, H, W]` by `[top, bottom, left, right]`.
+    fn reflect_pad_forward(x: FloatTensor<Self>, pad: [usize; 4]) -> FloatTensor<Self> {
+        let [top, bottom, left, right] = pad;
+        Self::float_pad(x, &[(0, 0), (0, 0), (top, bottom), (left, right)], PadMode::Reflect)
+    }
+
+    /// Gradient of [`FusedKernels::reflect_pad_forward`] (`x` is its input).
+    fn reflect_pad_backward(dy: FloatTensor<Self>, x: FloatTensor<Self>, pad: [usize; 4]) -> FloatTensor<Self> {
+        let _ = x;
+        reflect_pad_backward::<Self>(dy, pad)
+    }
+
     /// Gradients of [`FusedKernels::attn_forward`]: `(dQ, dK, dV)`.
     fn attn_backward(
         d_out: FloatTensor<Self>,
@@ -87,6 +130,14 @@ pub trait FusedKernels: Backend {
         attn_backward::<Self>(d_out, qkv, out, saved, scale)
     }
 }
+
+/// What a convolution's backward needs: the input, the weight, the bias, and
+/// whatever else the backend saved (LibTorch: its own autograd graph of the
+/// forward).
+pub type ConvSaved<B> = (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>, Option<FloatTensor<B>>);
+
+/// `(dx, dw, db)` of a convolution, each only when asked for.
+pub type ConvGrads<B> = [Option<FloatTensor<B>>; 3];
 
 /// `(dx, dγ, dβ)` of a layer norm.
 pub type LnGrads<B> = (FloatTensor<B>, Option<FloatTensor<B>>, Option<FloatTensor<B>>);
@@ -175,6 +226,40 @@ fn attn_backward<B: Backend>(
     [dq, dk, dv]
 }
 
+fn conv_options(stride: [usize; 2], padding: [usize; 2]) -> ConvOptions<2> {
+    ConvOptions::new(stride, padding, [1, 1], 1)
+}
+
+/// Reflection padding's backward: the gradient of the padded tensor folded back
+/// onto the input, one spatial axis at a time (the border strips, mirrored, are
+/// added to the rows and columns they copied).
+fn reflect_pad_backward<B: Backend>(dy: FloatTensor<B>, [top, bottom, left, right]: [usize; 4]) -> FloatTensor<B> {
+    let fold = |g: FloatTensor<B>, axis: usize, before: usize, after: usize| {
+        let shape = g.shape();
+        let size = shape[axis] - before - after;
+        let span = |t: &FloatTensor<B>, start: usize, len: usize| {
+            let ranges: Vec<Slice> = (0..4)
+                .map(|d| if d == axis { Slice::from(start..start + len) } else { Slice::from(0..t.shape()[d]) })
+                .collect();
+            ranges
+        };
+        let mut x = B::float_slice(g.clone(), &span(&g, before, size));
+        // Output index j < before copied input index before - j; after the
+        // input, index before + size + j copied size - 2 - j.
+        for (strip_start, len, target) in [(0, before, 1), (before + size, after, size.saturating_sub(1 + after))] {
+            if len == 0 {
+                continue;
+            }
+            let strip = B::float_flip(B::float_slice(g.clone(), &span(&g, strip_start, len)), &[axis]);
+            let at = span(&x, target, len);
+            let sum = B::float_add(B::float_slice(x.clone(), &at), strip);
+            x = B::float_slice_assign(x, &at, sum);
+        }
+        x
+    };
+    fold(fold(dy, 3, left, right), 2, top, bottom)
+}
+
 impl FusedKernels for burn::backend::Flex {}
 
 #[cfg(feature = "cuda")]
@@ -227,6 +312,66 @@ impl FusedKernels for burn::backend::LibTorch {
                 (TchTensor::new(dx), None, None)
             }
         })
+    }
+
+    /// PyTorch's convolution, recorded by PyTorch's autograd on detached leaves
+    /// so that the backward is its fused `convolution_backward` (dx, dw and db
+    /// in one call, only those asked for), which tch does not bind directly;
+    /// burn's generic backward runs a transposed convolution and a convolution
+    /// of the input with the output gradient instead.
+    fn conv_forward(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: FloatTensor<Self>,
+        stride: [usize; 2],
+        padding: [usize; 2],
+    ) -> (FloatTensor<Self>, ConvSaved<Self>) {
+        use burn::backend::libtorch::TchTensor;
+        let (stride, padding) = (stride.map(|v| v as i64), padding.map(|v| v as i64));
+        tch::with_grad(|| {
+            let leaf = |t: &TchTensor| t.tensor.detach().set_requires_grad(true);
+            let (xl, wl, bl) = (leaf(&x), leaf(&weight), leaf(&bias));
+            let y = xl.conv2d(&wl, Some(&bl), stride.as_slice(), padding.as_slice(), [1, 1].as_slice(), 1);
+            let out = TchTensor::new(y.detach());
+            (out, (TchTensor::new(xl), TchTensor::new(wl), TchTensor::new(bl), Some(TchTensor::new(y))))
+        })
+    }
+
+    fn conv_backward(
+        dy: FloatTensor<Self>,
+        (x, weight, bias, graph): ConvSaved<Self>,
+        stride: [usize; 2],
+        padding: [usize; 2],
+        want: [bool; 3],
+    ) -> ConvGrads<Self> {
+        use burn::backend::libtorch::TchTensor;
+        let Some(y) = graph else {
+            unreachable!("LibTorch's conv_forward always saves its graph")
+        };
+        let _ = (stride, padding);
+        tch::with_grad(|| {
+            let leaves: Vec<&tch::Tensor> =
+                [&x.tensor, &weight.tensor, &bias.tensor].into_iter().zip(want).filter(|(_, w)| *w).map(|(t, _)| t).collect();
+            if leaves.is_empty() {
+                return [None, None, None];
+            }
+            // d/dy of sum(y * dy) is dy: PyTorch's backward of the convolution runs on it.
+            let l = y.tensor.reshape([-1]).dot(&dy.tensor.contiguous().reshape([-1]));
+            let mut g = tch::Tensor::run_backward(&[&l], &leaves, false, false).into_iter();
+            want.map(|w| w.then(|| TchTensor::new(g.next().expect("one gradient per wanted leaf"))))
+        })
+    }
+
+    fn reflect_pad_forward(x: FloatTensor<Self>, [top, bottom, left, right]: [usize; 4]) -> FloatTensor<Self> {
+        use burn::backend::libtorch::TchTensor;
+        let pad = [left, right, top, bottom].map(|v| v as i64);
+        TchTensor::new(x.tensor.reflection_pad2d(pad.as_slice()))
+    }
+
+    fn reflect_pad_backward(dy: FloatTensor<Self>, x: FloatTensor<Self>, [top, bottom, left, right]: [usize; 4]) -> FloatTensor<Self> {
+        use burn::backend::libtorch::TchTensor;
+        let pad = [left, right, top, bottom].map(|v| v as i64);
+        TchTensor::new(x.tensor.reflection_pad2d_backward(&dy.tensor, pad.as_slice()))
     }
 
     fn attn_forward(
@@ -286,6 +431,18 @@ pub trait VitOps: Backend {
 
     /// `softmax(scale·QKᵀ)·V` over `[B, H, T, hd]`.
     fn vit_attention(q: FloatTensor<Self>, k: FloatTensor<Self>, v: FloatTensor<Self>, scale: f64) -> FloatTensor<Self>;
+
+    /// 2-D convolution with a bias (dilation 1, one group), zero padding `padding` on both sides.
+    fn vit_conv2d(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: FloatTensor<Self>,
+        stride: [usize; 2],
+        padding: [usize; 2],
+    ) -> FloatTensor<Self>;
+
+    /// Reflection padding of `[B, C, H, W]` by `[top, bottom, left, right]`.
+    fn vit_reflect_pad(x: FloatTensor<Self>, pad: [usize; 4]) -> FloatTensor<Self>;
 }
 
 /// Inference (no autodiff): the backend's own fused forward.
@@ -299,6 +456,20 @@ macro_rules! plain_vit_ops {
             fn vit_attention(q: FloatTensor<Self>, k: FloatTensor<Self>, v: FloatTensor<Self>, scale: f64) -> FloatTensor<Self> {
                 let options = AttentionModuleOptions { scale: Some(scale), ..Default::default() };
                 Self::attention(q, k, v, None, None, options)
+            }
+
+            fn vit_conv2d(
+                x: FloatTensor<Self>,
+                weight: FloatTensor<Self>,
+                bias: FloatTensor<Self>,
+                stride: [usize; 2],
+                padding: [usize; 2],
+            ) -> FloatTensor<Self> {
+                Self::conv2d(x, weight, Some(bias), conv_options(stride, padding))
+            }
+
+            fn vit_reflect_pad(x: FloatTensor<Self>, pad: [usize; 4]) -> FloatTensor<Self> {
+                <Self as FusedKernels>::reflect_pad_forward(x, pad)
             }
         }
     };
@@ -355,7 +526,74 @@ impl<B: FusedKernels> Backward<B, 3> for AttentionOp {
     }
 }
 
+#[derive(Debug)]
+struct ConvOp;
+
+impl<B: FusedKernels> Backward<B, 3> for ConvOp {
+    /// What the forward saved, stride, padding.
+    type State = (ConvSaved<B>, [usize; 2], [usize; 2]);
+
+    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+        let dy = grads.consume::<B>(&ops.node);
+        let (saved, stride, padding) = ops.state;
+        let want = ops.parents.each_ref().map(|p| p.is_some());
+        let g = B::conv_backward(dy, saved, stride, padding, want);
+        for (node, g) in ops.parents.into_iter().zip(g) {
+            if let (Some(node), Some(g)) = (node, g) {
+                grads.register::<B>(node.id, g);
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+struct ReflectPadOp;
+
+impl<B: FusedKernels> Backward<B, 1> for ReflectPadOp {
+    /// The input, the padding.
+    type State = (FloatTensor<B>, [usize; 4]);
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+        let [node] = ops.parents;
+        let dy = grads.consume::<B>(&ops.node);
+        let (x, pad) = ops.state;
+        if let Some(node) = node {
+            grads.register::<B>(node.id, B::reflect_pad_backward(dy, x, pad));
+        }
+    }
+}
+
 impl<B: FusedKernels + VitOps, C: CheckpointStrategy> VitOps for Autodiff<B, C> {
+    fn vit_conv2d(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: FloatTensor<Self>,
+        stride: [usize; 2],
+        padding: [usize; 2],
+    ) -> FloatTensor<Self> {
+        let prep = ConvOp.prepare::<C>([x.node(), weight.node(), bias.node()]).compute_bound().stateful();
+        let (x, weight, bias) = (Self::inner(x), Self::inner(weight), Self::inner(bias));
+        match prep {
+            OpsKind::Tracked(prep) => {
+                let (y, saved) = B::conv_forward(x, weight, bias, stride, padding);
+                prep.finish((saved, stride, padding), y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::vit_conv2d(x, weight, bias, stride, padding)),
+        }
+    }
+
+    fn vit_reflect_pad(x: FloatTensor<Self>, pad: [usize; 4]) -> FloatTensor<Self> {
+        let prep = ReflectPadOp.prepare::<C>([x.node()]).compute_bound().stateful();
+        let x = Self::inner(x);
+        match prep {
+            OpsKind::Tracked(prep) => {
+                let y = B::reflect_pad_forward(x.clone(), pad);
+                prep.finish((x, pad), y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::vit_reflect_pad(x, pad)),
+        }
+    }
+
     fn vit_layer_norm(x: FloatTensor<Self>, gamma: FloatTensor<Self>, beta: FloatTensor<Self>, eps: f64) -> FloatTensor<Self> {
         let prep = LayerNormOp.prepare::<C>([x.node(), gamma.node(), beta.node()]).compute_bound().stateful();
         let (x, gamma, beta) = (Self::inner(x), Self::inner(gamma), Self::inner(beta));
@@ -389,4 +627,33 @@ pub fn layer_norm<const D: usize>(x: Tensor<D>, gamma: Tensor<1>, beta: Tensor<1
 /// `softmax(scale·QKᵀ)·V` over `[B, H, T, hd]` tensors.
 pub fn attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, scale: f64) -> Tensor<4> {
     Tensor::from_dispatch(<Dispatch as VitOps>::vit_attention(q.into_dispatch(), k.into_dispatch(), v.into_dispatch(), scale))
+}
+
+/// A convolution layer's forward as one fused operation (PyTorch's kernels and
+/// fused backward on LibTorch); layers with other options than a bias, dilation
+/// 1, one group and symmetric zero padding take burn's `Conv2d::forward`.
+pub fn conv2d(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
+    let padding = match conv.padding {
+        PaddingConfig2d::Valid => Some([0, 0]),
+        PaddingConfig2d::Explicit(top, left, bottom, right) if top == bottom && left == right => Some([top, left]),
+        _ => None,
+    };
+    match (&conv.bias, padding) {
+        (Some(bias), Some(padding)) if conv.dilation == [1, 1] && conv.groups == 1 => {
+            Tensor::from_dispatch(<Dispatch as VitOps>::vit_conv2d(
+                x.into_dispatch(),
+                conv.weight.val().into_dispatch(),
+                bias.val().into_dispatch(),
+                conv.stride,
+                padding,
+            ))
+        }
+        _ => conv.forward(x),
+    }
+}
+
+/// Reflection padding of `[B, C, H, W]` by `[top, bottom, left, right]`
+/// (`F.pad(x, (left, right, top, bottom), mode="reflect")`).
+pub fn reflect_pad(x: Tensor<4>, pad: [usize; 4]) -> Tensor<4> {
+    Tensor::from_dispatch(<Dispatch as VitOps>::vit_reflect_pad(x.into_dispatch(), pad))
 }

@@ -25,11 +25,11 @@ use burn::module::{Module, Param};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::{Linear, PaddingConfig2d};
 use burn::tensor::activation::relu;
-use burn::tensor::ops::PadMode;
 use burn::tensor::{Device, Distribution, Tensor};
 use serde::{Deserialize, Serialize};
 
 use super::config::{AttnScale, BlockVariant, Init};
+use super::fused;
 use super::layers::{instance_norm, linear, patchify, TokenLinear};
 use super::vit::{Block, BlockConfig};
 use crate::{Error, Result};
@@ -252,7 +252,7 @@ impl PadConv {
     }
 
     fn forward(&self, x: Tensor<4>) -> Tensor<4> {
-        self.conv.forward(x.pad((1, 1, 1, 1), PadMode::Reflect))
+        fused::conv2d(&self.conv, fused::reflect_pad(x, [1, 1, 1, 1]))
     }
 
     /// pad, conv, InstanceNorm, ReLU
