@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend::Backend;
 use crate::data::{Augment, Normalize};
-use crate::models::{AttnScale, BlockVariant, HeadKind, Init, ModelConfig, Pool, Preset, Size};
+use crate::models::{AttnScale, BlockVariant, DropPathSchedule, HeadKind, Init, ModelConfig, Pool, Preset, Size};
+use crate::train::ema::EmaSection;
 use crate::{Error, Result};
 
 /// The model section: a block variant and size preset, plus optional overrides.
@@ -47,6 +48,10 @@ pub struct ModelSection {
     pub mlp_dim: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub heads: Option<usize>,
+    /// Stochastic depth: the drop rate of the last block (training only; 0: off).
+    pub drop_path: f64,
+    /// How the rate grows over the blocks: `linear` (timm) or `uniform` (Lee et al.).
+    pub drop_path_schedule: DropPathSchedule,
 }
 
 impl Default for ModelSection {
@@ -70,6 +75,8 @@ impl Default for ModelSection {
             dim: None,
             mlp_dim: None,
             heads: None,
+            drop_path: 0.0,
+            drop_path_schedule: DropPathSchedule::Linear,
         }
     }
 }
@@ -363,6 +370,7 @@ pub struct ExperimentConfig {
     pub monitor: MonitorSection,
     pub checkpoint: CheckpointSection,
     pub cyclegan: CycleganSection,
+    pub ema: EmaSection,
 }
 
 impl Default for ExperimentConfig {
@@ -386,6 +394,7 @@ impl Default for ExperimentConfig {
             monitor: MonitorSection::default(),
             checkpoint: CheckpointSection::default(),
             cyclegan: CycleganSection::default(),
+            ema: EmaSection::default(),
         }
     }
 }
@@ -519,9 +528,26 @@ impl ExperimentConfig {
         if self.data.path.is_empty() {
             return Err(Error::config("data.path", "is required (a dataset path, or \"synthetic\")"));
         }
-        for (name, p) in [("augment.hflip", self.augment.hflip), ("augment.vflip", self.augment.vflip)] {
-            if !(0.0..=1.0).contains(&p) {
-                return Err(Error::config(name, "a probability must be in [0, 1]"));
+        self.augment.validate()?;
+        self.ema.validate()?;
+        if !(0.0..1.0).contains(&self.model.drop_path) {
+            return Err(Error::config(
+                "model.drop_path",
+                format!("{} is not a drop rate in [0, 1) (the last block's rate; 0 turns it off)", self.model.drop_path),
+            ));
+        }
+        if self.task == TaskKind::Cyclegan {
+            for (key, on) in [
+                ("augment.policy", self.augment.policy != "none"),
+                ("augment.erase_prob", self.augment.erase_prob > 0.0),
+                ("augment.mixup_alpha", self.augment.mixes()),
+                ("augment.repeats", self.augment.repeats != 1 || self.augment.passes != 1),
+                ("model.drop_path", self.model.drop_path > 0.0),
+                ("ema.decay", self.ema.enabled()),
+            ] {
+                if on {
+                    return Err(Error::config(key, "is a classification setting; a CycleGAN run does not use it"));
+                }
             }
         }
         if self.precision == Precision::Bf16 {

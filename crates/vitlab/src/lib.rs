@@ -19,5 +19,6 @@ pub mod report;
 pub mod stats;
 pub mod sweep;
 pub mod train;
+pub mod util;
 
 pub use error::{Error, Result};

@@ -697,7 +697,7 @@ fn reference_batch(set: &ImageSet, order: &[usize], from: usize, cfg: &LoaderCon
 #[test]
 fn loader_matches_the_plain_reference_for_any_worker_count() {
     let set = Arc::new(ImageSet::synthetic(70, 5, 12, 3));
-    for augment in [Augment::standard(), Augment::paper(), Augment { crop_padding: 13, hflip: 1.0, vflip: 1.0 }] {
+    for augment in [Augment::standard(), Augment::paper(), Augment { crop_padding: 13, hflip: 1.0, vflip: 1.0, ..Augment::none() }] {
         let cfg = |workers| LoaderConfig {
             batch_size: 16,
             image_size: 12,
@@ -707,18 +707,19 @@ fn loader_matches_the_plain_reference_for_any_worker_count() {
             drop_last: false,
             workers,
             seed: 11,
+            label_smoothing: 0.0,
         };
-        let base: Vec<_> = Loader::new(set.clone(), (0..70).collect(), cfg(0)).epoch(2, 0).collect();
+        let base: Vec<_> = Loader::new(set.clone(), (0..70).collect(), cfg(0)).unwrap().epoch(2, 0).collect();
         assert_eq!(base.len(), 5);
-        let order = Loader::new(set.clone(), (0..70).collect(), cfg(0)).order(2);
+        let order = Loader::new(set.clone(), (0..70).collect(), cfg(0)).unwrap().order(2);
         for (b, batch) in base.iter().enumerate() {
             assert_eq!(batch.images, reference_batch(&set, &order, b * 16, &cfg(0), 2), "batch {b}, {augment:?}");
         }
         for workers in [1, 3] {
-            let other: Vec<_> = Loader::new(set.clone(), (0..70).collect(), cfg(workers)).epoch(2, 0).collect();
+            let other: Vec<_> = Loader::new(set.clone(), (0..70).collect(), cfg(workers)).unwrap().epoch(2, 0).collect();
             assert_eq!(other, base, "{workers} workers");
         }
-        let resumed: Vec<_> = Loader::new(set.clone(), (0..70).collect(), cfg(2)).epoch(2, 3).collect();
+        let resumed: Vec<_> = Loader::new(set.clone(), (0..70).collect(), cfg(2)).unwrap().epoch(2, 3).collect();
         assert_eq!(resumed, base[3..].to_vec());
     }
 }
@@ -735,8 +736,9 @@ fn loader_resizes_to_the_output_size() {
         drop_last: false,
         workers: 0,
         seed: 0,
+        label_smoothing: 0.0,
     };
-    let b = Loader::new(set, (0..4).collect(), cfg).epoch(0, 0).next().unwrap();
+    let b = Loader::new(set, (0..4).collect(), cfg).unwrap().epoch(0, 0).next().unwrap();
     assert_eq!(b.shape, [4, 3, 16, 16]);
     assert!(b.images.iter().all(|v| (-1.0..=1.0).contains(v)));
 }

@@ -352,3 +352,56 @@ fn discriminators_score_patches_with_pytorchs_parameter_counts() {
     let msg = "wgan".parse::<DiscriminatorKind>().unwrap_err().to_string();
     assert!(msg.contains("discriminator.kind") && msg.contains("patchgan"), "{msg}");
 }
+
+// ------------------------------------------------------------ stochastic depth
+
+#[test]
+fn drop_path_masks_have_the_rate_and_keep_the_expectation() {
+    use vitlab::models::{DropPath, DropPathSchedule};
+    use vitlab::util::Rng;
+    // Rates over depth: timm's linspace(0, r, d), or one rate for all.
+    let lin = DropPath::rates(0.3, 4, DropPathSchedule::Linear);
+    assert!(lin.iter().zip([0.0, 0.1, 0.2, 0.3]).all(|(a, b)| (a - b).abs() < 1e-12), "{lin:?}");
+    assert_eq!(DropPath::rates(0.1, 3, DropPathSchedule::Uniform), vec![0.1; 3]);
+    assert!(DropPath::draw(&[0.0, 0.0], BlockVariant::Vit, 4, &mut Rng::new(1), &device()).is_none());
+
+    // 4,000 samples at rate 0.25: a quarter dropped, the survivors scaled by 1/0.75, mean 1.
+    let d = DropPath::draw(&[0.25], BlockVariant::Vit, 4000, &mut Rng::new(3), &device()).unwrap();
+    assert_eq!(d.masks[0].len(), 2, "the standard block has two branches");
+    let m = host(d.masks[0][0].clone()).data;
+    let dropped = m.iter().filter(|&&v| v == 0.0).count() as f64 / m.len() as f64;
+    assert!((dropped - 0.25).abs() < 0.03, "dropped fraction {dropped}");
+    assert!(m.iter().all(|&v| v == 0.0 || (v - 1.0 / 0.75).abs() < 1e-6));
+    let mean = m.iter().map(|&v| v as f64).sum::<f64>() / m.len() as f64;
+    assert!((mean - 1.0).abs() < 0.04, "mean {mean}");
+    let parallel = DropPath::draw(&[0.25], BlockVariant::Vit22b, 8, &mut Rng::new(3), &device()).unwrap();
+    assert_eq!(parallel.masks[0].len(), 1, "one mask on the summed branches of a parallel block");
+}
+
+#[test]
+fn a_dropped_block_passes_its_input_through_and_a_kept_one_is_unchanged() {
+    use vitlab::models::DropPath;
+    for &block in BlockVariant::ALL {
+        let c = small(block, Pool::Cls, Preset::Default);
+        let model = Vit::seeded(&c, &device(), 5).unwrap();
+        let x = images(2, 16, &device());
+        let plain = host(model.forward(x.clone()));
+        // Masks of 1 (rate 0 drawn as kept) give the evaluation forward exactly.
+        let ones = || Tensor::<3>::ones([2, 1, 1], &device());
+        let branches = vitlab::models::Block::branches(block);
+        let keep = DropPath { masks: (0..c.depth).map(|_| (0..branches).map(|_| ones()).collect()).collect() };
+        assert_eq!(host(model.forward_train(x.clone(), false, Some(&keep)).0).data, plain.data, "{block}");
+        // Every branch of every block dropped: the tokens skip the trunk, so the
+        // logits equal the head applied to the embedded input.
+        let zeros = DropPath { masks: (0..c.depth).map(|_| (0..branches).map(|_| ones().mul_scalar(0.0)).collect()).collect() };
+        let skipped = host(model.forward_train(x.clone(), false, Some(&zeros)).0);
+        let no_blocks = {
+            let mut m = model.clone();
+            m.blocks.clear();
+            host(m.forward(x.clone()))
+        };
+        let diff = skipped.data.iter().zip(&no_blocks.data).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        assert!(diff < 1e-5, "{block}: dropped trunk differs from no trunk by {diff}");
+        assert_ne!(skipped.data, plain.data);
+    }
+}

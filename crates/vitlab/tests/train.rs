@@ -53,17 +53,54 @@ fn metrics_without_timing(run: &RunDir) -> Vec<String> {
 
 #[test]
 fn a_stopped_and_resumed_run_equals_an_uninterrupted_one() {
+    resumes_exactly(&[]);
+}
+
+/// The strong recipe's every piece on: the policy, random erasing, Mixup/CutMix,
+/// repeated augmentation, stochastic depth and the weight average.
+const STRONG: &[&str] = &[
+    "augment.policy=autoaugment-cifar10",
+    "augment.erase_prob=0.5",
+    "augment.erase_mode=value",
+    "augment.erase_value=[0.4914, 0.4822, 0.4465]",
+    "augment.erase_variant=lee",
+    "augment.mixup_alpha=1.0",
+    "augment.cutmix_alpha=1.0",
+    "augment.mix_prob=0.8",
+    "augment.mix_partner=permutation",
+    "augment.repeats=3",
+    "model.drop_path=0.2",
+    "ema.decay=0.9",
+    "ema.warmup=true",
+];
+
+#[test]
+fn a_stopped_and_resumed_strong_recipe_run_equals_an_uninterrupted_one() {
+    let (whole, _dir) = resumes_exactly(STRONG);
+    // The average is in the checkpoint, selects `best`, and results.json says so.
+    let ck = Checkpoint::load(&whole.latest()).unwrap();
+    assert!(ck.tensors.keys().any(|k| k.starts_with("ema.")));
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(whole.results()).unwrap()).unwrap();
+    assert_eq!(json["test_weights"], "ema");
+    assert!(json["test_model"]["top1"].is_number(), "{json}");
+    let header = std::fs::read_to_string(whole.metrics()).unwrap();
+    assert!(header.lines().next().unwrap().ends_with("model_val_loss,model_val_acc"), "{header}");
+}
+
+/// Trains the tiny config with `extra` whole, and again stopped at step 5 and
+/// resumed; asserts both end identical and returns the whole run.
+fn resumes_exactly(extra: &[&str]) -> (RunDir, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let whole = RunDir::new(dir.path().join("whole"));
     let parts = RunDir::new(dir.path().join("parts"));
 
-    let config = tiny_config(&[]);
+    let config = tiny_config(extra);
     let a = classify::train(Start::New(&config), &whole, &mut Progress::silent()).unwrap();
     assert_eq!(a.exit_cause, ExitCause::Completed);
     assert_eq!(a.steps, 12);
 
     // Stop mid-epoch (step 5 of 6), then resume to the end.
-    let first = tiny_config(&["max_steps=5"]);
+    let first = tiny_config(&[extra, &["max_steps=5"]].concat());
     let b1 = classify::train(Start::New(&first), &parts, &mut Progress::silent()).unwrap();
     assert_eq!(b1.exit_cause, ExitCause::MaxSteps);
     assert_eq!(b1.steps, 5);
@@ -96,6 +133,7 @@ fn a_stopped_and_resumed_run_equals_an_uninterrupted_one() {
     assert_eq!(metrics_without_timing(&whole), metrics_without_timing(&parts));
     assert_eq!(a.test, b.test);
     assert_eq!(a.best_val_acc, b.best_val_acc);
+    (whole, dir)
 }
 
 #[test]

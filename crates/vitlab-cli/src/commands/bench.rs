@@ -184,8 +184,9 @@ fn data_bench(args: &Args, path: &PathBuf) -> vitlab::Result<()> {
             drop_last: false,
             workers: args.workers,
             seed: 0,
+            label_smoothing: 0.0,
         },
-    );
+    )?;
     let m = bench::loader_throughput(&loader, 5.0);
     println!(
         "loader: {:.0} images/s ({} augmented {size}x{size} images, batch {}, {} workers, {:.2} s)",

@@ -335,8 +335,9 @@ fn bench(
         drop_last: false,
         workers,
         seed: 0,
+        label_smoothing: 0.0,
     };
-    let loader = Loader::new(Arc::new(ds.train), (0..n).collect(), config);
+    let loader = Loader::new(Arc::new(ds.train), (0..n).collect(), config)?;
     let m = vitlab::bench::loader_throughput(&loader, seconds);
     println!(
         "{:.0} images/s ({} images in {} batches of {batch}, {size}x{size}, {workers} workers, {:.2} s)",

@@ -4,10 +4,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use vitlab::backend::Backend;
-use vitlab::train::classify::{evaluate, load_model};
+use vitlab::train::classify::{evaluate, load_model_with};
 use vitlab::Error;
 
-use super::{parse_named_backend, Format};
+use super::{parse_named_backend, Format, WeightsArg};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -26,11 +26,14 @@ pub struct Args {
     out: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
+    /// Which weights: the EMA average when the checkpoint has one (auto), or one of them.
+    #[arg(long, value_enum, default_value_t = WeightsArg::Auto)]
+    weights: WeightsArg,
 }
 
 pub fn run(args: Args) -> vitlab::Result<()> {
     let device = args.backend.device()?;
-    let (model, ck) = load_model(&args.checkpoint, &device)?;
+    let (model, ck, weights) = load_model_with(&args.checkpoint, &device, args.weights.into())?;
     let mut config = ck.config.clone();
     if let Some(d) = args.data {
         config.data.path = d;
@@ -69,7 +72,7 @@ pub fn run(args: Args) -> vitlab::Result<()> {
     let idx: Vec<usize> = (0..set.len()).collect();
     let m = evaluate(&model, &set, &idx, &config, &device);
     let json = serde_json::json!({
-        "checkpoint": ck.path, "data": config.data.path, "split": args.split,
+        "checkpoint": ck.path, "weights": weights, "data": config.data.path, "split": args.split,
         "count": m.count, "loss": m.loss, "top1": m.top1, "top5": m.top5, "auroc": m.auroc,
         "per_class_accuracy": set.classes.iter().zip(&m.per_class_accuracy)
             .map(|(c, a)| (c.clone(), serde_json::json!(a))).collect::<serde_json::Map<_, _>>(),
@@ -81,7 +84,7 @@ pub fn run(args: Args) -> vitlab::Result<()> {
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&json).expect("json")),
         _ => {
-            println!("{} on {} ({} split, {} images)", ck.path.display(), config.data.path, args.split, m.count);
+            println!("{} ({weights} weights) on {} ({} split, {} images)", ck.path.display(), config.data.path, args.split, m.count);
             println!("top-1 {:.4}  top-5 {:.4}  AUROC {}  loss {:.4}", m.top1, m.top5,
                 m.auroc.map_or("-".into(), |a| format!("{a:.4}")), m.loss);
             for (c, a) in set.classes.iter().zip(&m.per_class_accuracy) {

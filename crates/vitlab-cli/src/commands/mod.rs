@@ -22,6 +22,27 @@ pub enum Format {
     Json,
 }
 
+/// Which weights of a checkpoint `eval` and `predict` use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum WeightsArg {
+    /// The weight average when the run kept one ([ema]), else the trained weights.
+    Auto,
+    /// The weight average (an error when the checkpoint has none).
+    Ema,
+    /// The trained weights.
+    Model,
+}
+
+impl From<WeightsArg> for vitlab::train::classify::Weights {
+    fn from(w: WeightsArg) -> Self {
+        match w {
+            WeightsArg::Auto => Self::Auto,
+            WeightsArg::Ema => Self::Ema,
+            WeightsArg::Model => Self::Model,
+        }
+    }
+}
+
 /// clap value parser for vitlab's named enums (their `FromStr` errors list the accepted values).
 pub fn parse_named<T: FromStr<Err = vitlab::Error>>(s: &str) -> Result<T, String> {
     s.parse::<T>().map_err(|e| match e {

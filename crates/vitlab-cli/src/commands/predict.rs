@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use vitlab::backend::Backend;
 use vitlab::train::classify::predict_files;
 
-use super::{parse_named_backend, Format};
+use super::{parse_named_backend, Format, WeightsArg};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -21,11 +21,14 @@ pub struct Args {
     backend: Backend,
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
+    /// Which weights: the EMA average when the checkpoint has one (auto), or one of them.
+    #[arg(long, value_enum, default_value_t = WeightsArg::Auto)]
+    weights: WeightsArg,
 }
 
 pub fn run(args: Args) -> vitlab::Result<()> {
     let device = args.backend.device()?;
-    let preds = predict_files(&args.checkpoint, &args.images, args.top, &device)?;
+    let preds = predict_files(&args.checkpoint, &args.images, args.top, args.weights.into(), &device)?;
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&preds).expect("json")),
         _ => {

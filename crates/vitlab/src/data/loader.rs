@@ -1,67 +1,20 @@
 //! The batch loader: seeded shuffling, augmentation and normalisation on
 //! worker threads, batches delivered in order while the model trains.
 //!
-//! Determinism: the epoch's order is a permutation drawn from `(seed, epoch)`,
-//! and each image's augmentation draws from its own generator seeded by
-//! `(seed, epoch, position)`, so the batches are identical for any number of
-//! workers, and an epoch can start at any batch (resuming mid-epoch).
+//! Determinism: the epoch's order is a permutation drawn from `(seed, epoch)`
+//! (laid out by the sampler of `[augment] repeats / passes`), each image's
+//! augmentation draws from its own generator seeded by `(seed, epoch,
+//! position)` and each batch's Mixup / CutMix from one seeded by `(seed, epoch,
+//! batch)`, so the batches are identical for any number of workers, and an
+//! epoch can start at any batch (resuming mid-epoch).
 
 use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::sync::Arc;
 
-use super::{Augment, Batch, ImageSet, Normalize};
-
-/// A small, fast, seedable generator (SplitMix64).
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-
-    /// A generator for a tuple of ids, independent of the order they are used in.
-    pub fn keyed(parts: &[u64]) -> Self {
-        let mut r = Rng(0x243F6A8885A308D3);
-        for p in parts {
-            r.0 ^= p.wrapping_add(0x9E3779B97F4A7C15);
-            r.next_u64();
-        }
-        r
-    }
-
-    /// The generator's state (a checkpoint stores it; [`Rng::new`] restores it).
-    pub fn state(&self) -> u64 {
-        self.0
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E3779B97F4A7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    pub fn uniform(&mut self) -> f32 {
-        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
-    }
-
-    /// Uniform integer in [0, n).
-    pub fn below(&mut self, n: usize) -> usize {
-        ((self.next_u64() >> 32) * n as u64 >> 32) as usize
-    }
-
-    /// Fisher-Yates shuffle.
-    pub fn shuffle<T>(&mut self, items: &mut [T]) {
-        for i in (1..items.len()).rev() {
-            let j = self.below(i + 1);
-            items.swap(i, j);
-        }
-    }
-}
+use super::{Augment, AugmentPlan, Batch, ImageSet, Normalize};
+use crate::Result;
+pub use crate::util::rng::Rng;
 
 /// How a loader builds batches.
 #[derive(Clone, Debug, PartialEq)]
@@ -77,6 +30,8 @@ pub struct LoaderConfig {
     /// Worker threads; 0 builds batches on the calling thread.
     pub workers: usize,
     pub seed: u64,
+    /// Folded into the soft targets of mixed batches (Mixup / CutMix).
+    pub label_smoothing: f64,
 }
 
 /// Batches over a subset (`indices`) of an [`ImageSet`].
@@ -84,16 +39,22 @@ pub struct Loader {
     set: Arc<ImageSet>,
     indices: Arc<Vec<usize>>,
     config: LoaderConfig,
+    plan: Arc<AugmentPlan>,
 }
 
 impl Loader {
-    pub fn new(set: Arc<ImageSet>, indices: Vec<usize>, config: LoaderConfig) -> Self {
-        assert!(config.batch_size > 0, "batch size must be positive");
-        Loader {
+    /// Fails when `config.augment` is invalid (the error names the key) or the batch size is 0.
+    pub fn new(set: Arc<ImageSet>, indices: Vec<usize>, config: LoaderConfig) -> Result<Self> {
+        if config.batch_size == 0 {
+            return Err(crate::Error::config("batch_size", "must be at least 1"));
+        }
+        let plan = config.augment.plan(set.classes.len().max(1), config.label_smoothing)?;
+        Ok(Loader {
             set,
             indices: Arc::new(indices),
             config,
-        }
+            plan: Arc::new(plan),
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -112,8 +73,20 @@ impl Loader {
         &self.set
     }
 
+    /// Images per epoch: the index list's length, unless the sampler of a
+    /// shuffled loader says otherwise (`repeats`: DeiT's selection; `passes`:
+    /// that many times the list).
+    pub fn epoch_len(&self) -> usize {
+        let n = self.indices.len();
+        match (self.config.shuffle, &*self.plan) {
+            (true, p) if p.repeats > 1 => super::sampler::ra_num_selected(n, p.repeats, 1),
+            (true, p) => n * p.passes,
+            (false, _) => n,
+        }
+    }
+
     pub fn batches_per_epoch(&self) -> usize {
-        let (n, b) = (self.indices.len(), self.config.batch_size);
+        let (n, b) = (self.epoch_len(), self.config.batch_size);
         if self.config.drop_last {
             n / b
         } else {
@@ -123,11 +96,21 @@ impl Loader {
 
     /// The order of the epoch's images (dataset indices).
     pub fn order(&self, epoch: u64) -> Vec<usize> {
-        let mut order = (*self.indices).clone();
-        if self.config.shuffle {
-            Rng::keyed(&[self.config.seed, epoch, 0x5348_5546]).shuffle(&mut order);
+        if !self.config.shuffle {
+            return (*self.indices).clone();
         }
-        order
+        let mut rng = Rng::keyed(&[self.config.seed, epoch, 0x5348_5546]);
+        let n = self.indices.len();
+        let positions = if self.plan.repeats > 1 {
+            super::sampler::ra_order(n, self.plan.repeats, 1, 0, &mut rng)
+        } else if self.plan.passes > 1 {
+            super::sampler::concat_permutations(n, self.plan.passes as f64, &mut rng)
+        } else {
+            let mut order = (*self.indices).clone();
+            rng.shuffle(&mut order);
+            return order;
+        };
+        positions.into_iter().map(|p| self.indices[p]).collect()
     }
 
     /// The batches of `epoch`, from batch number `start` on.
@@ -138,6 +121,7 @@ impl Loader {
             set: self.set.clone(),
             order,
             config: self.config.clone(),
+            plan: self.plan.clone(),
             epoch,
         });
         let workers = self.config.workers;
@@ -170,6 +154,7 @@ struct Job {
     set: Arc<ImageSet>,
     order: Arc<Vec<usize>>,
     config: LoaderConfig,
+    plan: Arc<AugmentPlan>,
     epoch: u64,
 }
 
@@ -182,21 +167,53 @@ impl Job {
         let luts = Luts::new(&c.normalize, ch);
         let mut images = vec![0f32; (to - from) * ch * s * s];
         let mut labels = Vec::with_capacity(to - from);
-        let mut scratch = Vec::new();
+        let mut scratch = Scratch::default();
         for (k, pos) in (from..to).enumerate() {
             let idx = self.order[pos];
             labels.push(self.set.labels[idx]);
             let mut rng = Rng::keyed(&[c.seed, self.epoch, pos as u64, 0x4155_4755]);
             let out = &mut images[k * ch * s * s..(k + 1) * ch * s * s];
             augment_into(&self.set, idx, s, &c.augment, &mut rng, &luts, &mut scratch, out);
+            if let Some(policy) = &self.plan.policy {
+                // The crop and flips were written to `scratch.image`; the policy works on bytes.
+                policy.apply(&scratch.image, ch, s, s, &mut rng, &mut scratch.policy);
+                for (c, (o, p)) in out.chunks_mut(s * s).zip(scratch.policy.chunks(s * s)).enumerate() {
+                    let lut = &luts.0[c];
+                    for (d, &v) in o.iter_mut().zip(p) {
+                        *d = lut[v as usize];
+                    }
+                }
+            }
+            if let Some(erasing) = &self.plan.erasing {
+                erasing.erase_image(out, ch, s, s, &mut rng);
+            }
         }
+        let shape = [to - from, ch, s, s];
+        let targets = self.plan.mixup.as_ref().map(|m| {
+            let mut t = vec![0f32; (to - from) * m.num_classes];
+            let mut rng = Rng::keyed(&[c.seed, self.epoch, b as u64, 0x4D49_5855]);
+            m.apply(&mut images, shape, &labels, &mut t, &mut rng);
+            t
+        });
         Batch {
-            shape: [to - from, ch, s, s],
+            shape,
             images,
             labels,
             positions: from..to,
+            targets,
         }
     }
+}
+
+/// Per-thread buffers of the augmentation.
+#[derive(Default)]
+struct Scratch {
+    /// The resized image.
+    resized: Vec<u8>,
+    /// The cropped and flipped image as bytes (when a policy follows).
+    image: Vec<u8>,
+    /// The policy's output.
+    policy: Vec<u8>,
 }
 
 /// Per-channel lookup tables `u8 -> (v/255 - mean) / std`.
@@ -222,9 +239,11 @@ impl Luts {
     }
 }
 
-/// Resizes (if needed), crops, flips and normalises one image into `out`.
-/// The draws from `rng` are, in order: crop offset y, crop offset x (when
-/// padding > 0), horizontal flip, vertical flip (when their probability > 0).
+/// Resizes (if needed), crops, flips and normalises one image into `out`; with a
+/// policy (`aug.policy != "none"`) the cropped and flipped bytes also go to
+/// `scratch.image` for it. The draws from `rng` are, in order: crop offset y,
+/// crop offset x (when padding > 0), horizontal flip, vertical flip (when their
+/// probability > 0); the policy's and random erasing's come after.
 #[allow(clippy::too_many_arguments)]
 fn augment_into(
     set: &ImageSet,
@@ -233,16 +252,21 @@ fn augment_into(
     aug: &Augment,
     rng: &mut Rng,
     luts: &Luts,
-    scratch: &mut Vec<u8>,
+    scratch: &mut Scratch,
     out: &mut [f32],
 ) {
     let ch = set.channels;
     let src: &[u8] = if set.height == size && set.width == size {
         set.image(idx)
     } else {
-        super::decode::resize_planes(set.image(idx), ch, set.height, set.width, size, size, scratch);
-        scratch
+        super::decode::resize_planes(set.image(idx), ch, set.height, set.width, size, size, &mut scratch.resized);
+        &scratch.resized
     };
+    let keep_bytes = aug.policy != "none";
+    if keep_bytes {
+        scratch.image.clear();
+        scratch.image.resize(ch * size * size, 0);
+    }
     let pad = aug.crop_padding;
     let (dy, dx) = if pad > 0 {
         (rng.below(2 * pad + 1) as isize - pad as isize, rng.below(2 * pad + 1) as isize - pad as isize)
@@ -283,6 +307,16 @@ fn augment_into(
                 row[x1..].fill(zero);
                 for (d, &v) in row[x0..x1].iter_mut().zip(from) {
                     *d = lut[v as usize];
+                }
+            }
+            if keep_bytes {
+                // The same pixels as bytes (padding stays 0, as torchvision's RandomCrop fill).
+                let start = (c * size + ty) * size;
+                let brow = &mut scratch.image[start..start + size];
+                if hflip {
+                    brow[size - x1..size - x0].iter_mut().rev().zip(from).for_each(|(d, &v)| *d = v);
+                } else {
+                    brow[x0..x1].copy_from_slice(from);
                 }
             }
         }

@@ -11,14 +11,19 @@
 //! compact binary file ([`cache`]) that later starts read in a fraction of a
 //! second. `docs/DATA.md` describes the formats, the cache and the downloads.
 
+pub mod augment;
+pub mod autoaugment;
 pub mod cache;
 pub mod cifar;
 pub mod decode;
 pub mod download;
+pub mod erase;
 pub mod folder;
 pub mod loader;
 pub mod make_unpaired;
+pub mod mix;
 pub mod pickle;
+pub mod sampler;
 pub mod tiny_imagenet;
 pub mod unpaired;
 
@@ -27,6 +32,7 @@ mod split;
 
 pub use dataset::{open, open_with, user_cache_dir, CacheStatus, CoarseLabels, DataFormat, Dataset, OpenOptions};
 pub use make_unpaired::{make_unpaired, write_unpaired, UnpairedFolder, UnpairedOptions, UnpairedSummary};
+pub use augment::{Augment, AugmentPlan};
 pub use split::stratified_split;
 
 use serde::{Deserialize, Serialize};
@@ -137,51 +143,6 @@ impl Normalize {
     }
 }
 
-/// Augmentations applied to training batches, in this order: resize to
-/// `image_size`, random crop with zero padding, flips.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Augment {
-    /// Pixels of zero padding for the random crop; 0 disables cropping.
-    pub crop_padding: usize,
-    pub hflip: f32,
-    pub vflip: f32,
-}
-
-impl Default for Augment {
-    fn default() -> Self {
-        Augment::none()
-    }
-}
-
-impl Augment {
-    pub fn none() -> Self {
-        Augment {
-            crop_padding: 0,
-            hflip: 0.0,
-            vflip: 0.0,
-        }
-    }
-
-    /// The paper's recipe: vertical and horizontal flips with probability 0.33.
-    pub fn paper() -> Self {
-        Augment {
-            crop_padding: 0,
-            hflip: 0.33,
-            vflip: 0.33,
-        }
-    }
-
-    /// Random crop with 4 px padding and horizontal flips (the standard CIFAR recipe).
-    pub fn standard() -> Self {
-        Augment {
-            crop_padding: 4,
-            hflip: 0.5,
-            vflip: 0.0,
-        }
-    }
-}
-
 /// A batch ready for the model.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Batch {
@@ -192,4 +153,7 @@ pub struct Batch {
     pub shape: [usize; 4],
     /// Positions of these images in the loader's index list (for bookkeeping).
     pub positions: std::ops::Range<usize>,
+    /// Soft targets `[n, classes]` when the batch was mixed (Mixup / CutMix), with
+    /// label smoothing folded in; `None`: the labels are the targets.
+    pub targets: Option<Vec<f32>>,
 }

@@ -16,5 +16,5 @@ pub mod weights;
 
 pub use discriminator::{Discriminator, DiscriminatorConfig, DiscriminatorKind};
 pub use config::{AttnScale, BlockVariant, HeadKind, Init, ModelConfig, Pool, Preset, Size};
-pub use vit::{param_count, seeded, Block, BlockConfig, BlockProbe, Vit};
+pub use vit::{param_count, seeded, Block, BlockConfig, BlockProbe, DropPath, DropPathSchedule, Vit};
 pub use vitunet::{VitUnet, VitUnetConfig};

@@ -138,11 +138,20 @@ impl Block {
     }
 
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        self.forward_probed(x, false).0
+        self.forward_probed(x, false, None).0
     }
 
     /// The forward pass, and with `probe` the largest attention logit of the block.
-    pub fn forward_probed(&self, x: Tensor<3>, probe: bool) -> (Tensor<3>, Option<Tensor<1>>) {
+    /// `drop` holds this block's stochastic-depth masks (see [`DropPath`]): one per
+    /// residual branch of the standard block, one for the summed branches of the
+    /// parallel ViT-22B blocks.
+    pub fn forward_probed(&self, x: Tensor<3>, probe: bool, drop: Option<&[Tensor<3>]>) -> (Tensor<3>, Option<Tensor<1>>) {
+        // x + mask * f(x): a sample whose mask is 0 skips the branch, the others
+        // are scaled by 1 / keep probability (timm's DropPath, scale_by_keep).
+        let branch = |i: usize, f: Tensor<3>| match drop.and_then(|m| m.get(i)) {
+            Some(mask) => f * mask.clone(),
+            None => f,
+        };
         fn apply(norm: &Option<Norm>, x: Tensor<3>) -> Tensor<3> {
             match norm {
                 Some(n) => n.forward(x),
@@ -156,19 +165,19 @@ impl Block {
         match self.variant {
             BlockVariant::Vit => {
                 let (a, max_logit) = self.attn.forward_probed(apply(&self.norm1, x.clone()), probe);
-                let x = x + a;
-                (x.clone() + mlp().forward(apply(&self.norm2, x)), max_logit)
+                let x = x + branch(0, a);
+                (x.clone() + branch(1, mlp().forward(apply(&self.norm2, x))), max_logit)
             }
             BlockVariant::Vit22b | BlockVariant::Vit22bLn => {
                 let h = apply(&self.norm1, x.clone());
                 let m = apply(&self.mlp_norm, mlp().forward(h.clone()));
                 let (a, max_logit) = self.attn.forward_probed(h, probe);
-                (x + a + m, max_logit)
+                (x + branch(0, a + m), max_logit)
             }
             BlockVariant::Vit22bCode => {
                 let (a, max_logit) = self.attn.forward_probed(x.clone(), probe);
                 let branches = a + mlp().forward(x.clone());
-                (x + apply(&self.out_norm, branches), max_logit)
+                (x + branch(0, apply(&self.out_norm, branches)), max_logit)
             }
             BlockVariant::Vit22bNoNorm => {
                 let [_, _, d] = x.dims();
@@ -178,9 +187,79 @@ impl Block {
                 let (a, max_logit) = self.attn.attend_projected(qkv, probe);
                 let hidden = gelu(part(&self.mlp_in).forward_tokens(l));
                 let out = part(&self.out_proj).forward_tokens(Tensor::cat(vec![a, hidden], 2));
-                (x + out, max_logit)
+                (x + branch(0, out), max_logit)
             }
         }
+    }
+
+    /// Residual branches a stochastic-depth mask applies to: two in the standard
+    /// block (attention, MLP), one (their sum) in the parallel ViT-22B blocks.
+    pub fn branches(variant: BlockVariant) -> usize {
+        if variant == BlockVariant::Vit {
+            2
+        } else {
+            1
+        }
+    }
+}
+
+/// How stochastic-depth rates grow over the blocks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DropPathSchedule {
+    /// Block i of d drops with `rate * i / (d - 1)` (timm, DeiT: `linspace(0, rate, depth)`).
+    #[default]
+    Linear,
+    /// Every block drops with `rate` (Lee et al. 2021's released code).
+    Uniform,
+}
+
+/// Stochastic depth (Huang et al. 2016) for one training step: per block and
+/// residual branch, a `[B, 1, 1]` mask that is 0 for the samples that skip the
+/// branch and `1 / (1 - rate)` for the others. The masks are drawn on the host
+/// from vitlab's seeded generator, so a resumed run draws the same ones.
+pub struct DropPath {
+    pub masks: Vec<Vec<Tensor<3>>>,
+}
+
+impl DropPath {
+    /// The rate of each of `depth` blocks for the last block's `rate`.
+    pub fn rates(rate: f64, depth: usize, schedule: DropPathSchedule) -> Vec<f64> {
+        (0..depth)
+            .map(|i| match schedule {
+                DropPathSchedule::Uniform => rate,
+                DropPathSchedule::Linear if depth > 1 => rate * i as f64 / (depth - 1) as f64,
+                DropPathSchedule::Linear => 0.0,
+            })
+            .collect()
+    }
+
+    /// Draws the masks of a batch of `batch` samples; `None` when every rate is 0.
+    pub fn draw(
+        rates: &[f64],
+        variant: BlockVariant,
+        batch: usize,
+        rng: &mut crate::util::Rng,
+        device: &Device,
+    ) -> Option<DropPath> {
+        if rates.iter().all(|&r| r <= 0.0) {
+            return None;
+        }
+        let masks = rates
+            .iter()
+            .map(|&rate| {
+                (0..Block::branches(variant))
+                    .map(|_| {
+                        let keep = 1.0 - rate;
+                        let values: Vec<f32> = (0..batch)
+                            .map(|_| if rng.uniform_f64() < keep { (1.0 / keep) as f32 } else { 0.0 })
+                            .collect();
+                        Tensor::<3>::from_data(burn::tensor::TensorData::new(values, [batch, 1, 1]), device)
+                    })
+                    .collect()
+            })
+            .collect();
+        Some(DropPath { masks })
     }
 }
 
@@ -291,10 +370,10 @@ impl Vit {
 
     /// Token states after the last block (before the final norm).
     pub fn trunk(&self, images: Tensor<4>) -> Tensor<3> {
-        self.trunk_probed(images, false).0
+        self.trunk_probed(images, false, None).0
     }
 
-    fn trunk_probed(&self, images: Tensor<4>, probe: bool) -> (Tensor<3>, Vec<BlockProbe>) {
+    fn trunk_probed(&self, images: Tensor<4>, probe: bool, drop: Option<&DropPath>) -> (Tensor<3>, Vec<BlockProbe>) {
         let mut x = self.patch_embed.forward_tokens(self.patchify(images));
         if let Some(n) = &self.embed_norm {
             x = n.forward(x);
@@ -305,8 +384,9 @@ impl Vit {
         }
         x = x + self.pos_embed.val();
         let mut probes = Vec::new();
-        for block in &self.blocks {
-            let (y, max_logit) = block.forward_probed(x, probe);
+        for (i, block) in self.blocks.iter().enumerate() {
+            let masks = drop.and_then(|d| d.masks.get(i)).map(Vec::as_slice);
+            let (y, max_logit) = block.forward_probed(x, probe, masks);
             x = y;
             if let Some(max_attn_logit) = max_logit {
                 let act_rms = x.clone().detach().powi_scalar(2).mean().sqrt();
@@ -352,7 +432,13 @@ impl Vit {
     /// Logits plus per-block activation RMS and max attention logit (the
     /// training monitors); the same computation as [`Vit::forward`].
     pub fn forward_probed(&self, images: Tensor<4>) -> (Tensor<2>, Vec<BlockProbe>) {
-        let (tokens, probes) = self.trunk_probed(images, true);
+        self.forward_train(images, true, None)
+    }
+
+    /// The training forward pass: with `probe` the monitors of
+    /// [`Vit::forward_probed`], with `drop` stochastic depth.
+    pub fn forward_train(&self, images: Tensor<4>, probe: bool, drop: Option<&DropPath>) -> (Tensor<2>, Vec<BlockProbe>) {
+        let (tokens, probes) = self.trunk_probed(images, probe, drop);
         (self.classify(self.pool(tokens)), probes)
     }
 }

@@ -10,6 +10,7 @@ use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
+use super::ema::Ema;
 use super::optim::{grad_stats, Optimizer};
 use super::progress::Progress;
 use super::{
@@ -20,8 +21,9 @@ use crate::config::ExperimentConfig;
 use crate::data::loader::{Loader, LoaderConfig};
 use crate::data::{stratified_split, Augment, Batch, ImageSet};
 use crate::metrics::{ClassificationMetrics, Predictions};
-use crate::models::weights::{apply, collect, group, tensor_to_vec, TensorMap};
-use crate::models::{param_count, ModelConfig, Vit};
+use crate::models::weights::{apply, collect, group, tensor_to_vec, HostTensor, TensorMap};
+use crate::models::{param_count, DropPath, ModelConfig, Vit};
+use crate::util::Rng;
 use crate::{Error, Result};
 
 /// The splits a classification run uses.
@@ -133,8 +135,10 @@ pub fn predict_logits(
             drop_last: false,
             workers: config.data.workers,
             seed: config.seed,
+            label_smoothing: 0.0,
         },
-    );
+    )
+    .expect("an unaugmented loader with a positive batch size always builds");
     let mut out = Vec::with_capacity(indices.len() * set.classes.len());
     for batch in loader.epoch(0, 0) {
         let x = Tensor::<4>::from_data(TensorData::new(batch.images, batch.shape), device);
@@ -171,6 +175,10 @@ pub struct Classifier {
     loader: Loader,
     val: Option<(Arc<ImageSet>, Vec<usize>)>,
     classes: Vec<String>,
+    /// The weight average (`[ema]`), used for validation, `best` and test when on.
+    ema: Option<Ema<Vit>>,
+    /// Stochastic-depth rate of each block (empty or all 0: off).
+    drop_rates: Vec<f64>,
 }
 
 impl Classifier {
@@ -188,6 +196,15 @@ impl Classifier {
         }
         let ad = device.clone().autodiff();
         let model = Vit::seeded(&model_config, &ad, config.seed)?;
+        if config.ema.enabled() && model.head_bn.is_some() {
+            return Err(Error::config(
+                "ema.decay",
+                "the paper head of vit22b-code has BatchNorm statistics, which the weight average does not track; \
+                 use model.head = \"linear\" or ema.decay = 0",
+            ));
+        }
+        let ema = config.ema.enabled().then(|| Ema::new(model.valid(), config.ema.clone()));
+        let drop_rates = DropPath::rates(config.model.drop_path, model_config.depth, config.model.drop_path_schedule);
         let loader = Loader::new(
             splits.train.clone(),
             splits.train_indices.clone(),
@@ -200,8 +217,9 @@ impl Classifier {
                 drop_last: true,
                 workers: config.data.workers,
                 seed: config.seed,
+                label_smoothing: config.loss.label_smoothing,
             },
-        );
+        )?;
         Ok(Classifier {
             model,
             model_config,
@@ -211,17 +229,24 @@ impl Classifier {
             loader,
             val: splits.val.clone(),
             classes: splits.classes.clone(),
+            ema,
+            drop_rates,
         })
     }
 
-    /// Cross-entropy with label smoothing plus the logit stabilisers.
-    fn loss(&self, logits: Tensor<2>, labels: &[u32]) -> Tensor<1> {
+    /// Cross-entropy against soft targets (a mixed batch's, which carry the label
+    /// smoothing, or the labels smoothed by `loss.label_smoothing`) plus the
+    /// logit stabilisers.
+    fn loss(&self, logits: Tensor<2>, labels: &[u32], soft: Option<Vec<f32>>) -> Tensor<1> {
         let [b, k] = logits.dims();
         let eps = self.config.loss.label_smoothing;
-        let mut target = vec![(eps / k as f64) as f32; b * k];
-        for (i, &y) in labels.iter().enumerate() {
-            target[i * k + y as usize] += (1.0 - eps) as f32;
-        }
+        let target = soft.unwrap_or_else(|| {
+            let mut target = vec![(eps / k as f64) as f32; b * k];
+            for (i, &y) in labels.iter().enumerate() {
+                target[i * k + y as usize] += (1.0 - eps) as f32;
+            }
+            target
+        });
         let target = Tensor::<2>::from_data(TensorData::new(target, [b, k]), &self.device);
         let mut loss = (log_softmax(logits.clone(), 1) * target).sum_dim(1).mean().neg();
         let s = &self.config.stabilizers;
@@ -237,9 +262,13 @@ impl Classifier {
         loss
     }
 
-    /// The model in inference mode on the plain device.
+    /// The model in inference mode on the plain device: the weight average when
+    /// `[ema]` is on, else the trained weights.
     pub fn inference_model(&self) -> Vit {
-        self.model.valid()
+        match &self.ema {
+            Some(e) => e.model.clone(),
+            None => self.model.valid(),
+        }
     }
 }
 
@@ -260,12 +289,20 @@ impl Task for Classifier {
 
     fn step(&mut self, batch: Batch, ctx: &StepContext) -> Result<StepOutput> {
         let x = Tensor::<4>::from_data(TensorData::new(batch.images, batch.shape), &self.device);
-        let (logits, probes) = if ctx.probe_blocks {
-            self.model.forward_probed(x)
-        } else {
-            (self.model.forward(x), Vec::new())
+        let mut rng = Rng::keyed(&[self.config.seed, ctx.step, 0x4452_4F50]);
+        let drop = DropPath::draw(&self.drop_rates, self.model_config.block, batch.shape[0], &mut rng, &self.device);
+        let (logits, probes) = self.model.forward_train(x, ctx.probe_blocks, drop.as_ref());
+        // Under Mixup / CutMix the training accuracy counts a prediction correct when
+        // it is the class with the largest target weight (the dominant image's label).
+        let k = logits.dims()[1];
+        let truth: Vec<u32> = match &batch.targets {
+            Some(t) => t
+                .chunks(k)
+                .map(|row| row.iter().enumerate().fold((0, f32::MIN), |m, (c, &v)| if v > m.1 { (c, v) } else { m }).0 as u32)
+                .collect(),
+            None => batch.labels.clone(),
         };
-        let loss = self.loss(logits.clone(), &batch.labels);
+        let loss = self.loss(logits.clone(), &batch.labels, batch.targets);
         // One transfer for the scalars the monitors need.
         let [b, _] = logits.dims();
         let detached = logits.detach();
@@ -273,7 +310,7 @@ impl Task for Classifier {
         let mut scalars = tensor_to_vec(head);
         let preds = tensor_to_vec(detached.argmax(1).float().reshape([b]));
         let (loss_value, max_logit) = (scalars.remove(0) as f64, scalars.remove(0) as f64);
-        let correct = preds.iter().zip(&batch.labels).filter(|(p, &y)| **p as u32 == y).count();
+        let correct = preds.iter().zip(&truth).filter(|(p, &y)| **p as u32 == y).count();
 
         let grads = loss.backward();
         let stats = grad_stats(&self.model, &grads);
@@ -295,6 +332,9 @@ impl Task for Classifier {
         if explosion.is_none() {
             let scale = ctx.clip_scale(&stats);
             self.model = self.optim.step(self.model.clone(), &grads, ctx.lr, scale);
+            if let Some(ema) = &mut self.ema {
+                ema.update(&self.model.valid());
+            }
         }
         Ok(StepOutput {
             loss: loss_value,
@@ -313,11 +353,26 @@ impl Task for Classifier {
         let model = self.inference_model();
         let inner = self.device.clone().inner();
         let m = evaluate(&model, set, idx, &self.config, &inner);
+        // With the average selecting `best`, the trained weights are measured too.
+        let extra = match &self.ema {
+            Some(_) => {
+                let raw = evaluate(&self.model.valid(), set, idx, &self.config, &inner);
+                vec![raw.loss, raw.top1]
+            }
+            None => Vec::new(),
+        };
         Ok(Some(Validation {
             loss: m.loss,
             accuracy: m.top1,
-            extra: Vec::new(),
+            extra,
         }))
+    }
+
+    fn validation_columns(&self) -> Vec<String> {
+        match &self.ema {
+            Some(_) => vec!["model_val_loss".into(), "model_val_acc".into()],
+            None => Vec::new(),
+        }
     }
 
     fn validates(&self) -> bool {
@@ -327,12 +382,28 @@ impl Task for Classifier {
     fn checkpoint_tensors(&self) -> TensorMap {
         let mut t: TensorMap = collect(&self.model).into_iter().map(|(k, v)| (format!("model.{k}"), v)).collect();
         t.extend(self.optim.state().into_iter().map(|(k, v)| (format!("optim.{k}"), v)));
+        if let Some(e) = &self.ema {
+            t.extend(collect(&e.model).into_iter().map(|(k, v)| (format!("ema.{k}"), v)));
+            // The update count (exact in f32 up to 2^24 steps) sets the warmup's decay.
+            t.insert("ema_state.updates".into(), HostTensor::new(vec![1], vec![e.updates as f32]));
+        }
         t
     }
 
     fn restore(&mut self, tensors: &TensorMap, state: &LoopState, source: &Path) -> Result<()> {
         self.model = apply(self.model.clone(), &group(tensors, "model"), source)?;
         self.optim.load_state(&group(tensors, "optim"), state.step, &self.device.clone().inner());
+        if let Some(e) = &mut self.ema {
+            let saved = group(tensors, "ema");
+            if saved.is_empty() {
+                // A run that turns the average on when resumed: it starts here.
+                e.model = self.model.valid();
+                e.updates = 0;
+            } else {
+                e.model = apply(e.model.clone(), &saved, source)?;
+                e.updates = tensors.get("ema_state.updates").and_then(|t| t.data.first()).map_or(state.step, |&u| u as u64);
+            }
+        }
         Ok(())
     }
 
@@ -352,6 +423,12 @@ pub struct Results {
     pub test: Option<ClassificationMetrics>,
     /// Which checkpoint the test metrics come from (`best` or `latest`).
     pub test_checkpoint: Option<String>,
+    /// Which weights of it: `ema` (the weight average, `[ema]` on) or `model`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_weights: Option<String>,
+    /// With `[ema]` on: the same checkpoint's trained (not averaged) weights on test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_model: Option<ClassificationMetrics>,
     pub best_val_acc: Option<f64>,
     pub best_epoch: Option<usize>,
     pub epochs: usize,
@@ -400,8 +477,15 @@ pub fn train_prepared(
     let outcome = run_loop(&mut task, &config, run, checkpoint.as_ref(), progress)?;
 
     // Test metrics from the best checkpoint (or the last good state).
+    let mut test_model = None;
     let (test, test_checkpoint) = match &splits.test {
         Some(test) => {
+            let idx: Vec<usize> = (0..test.len()).collect();
+            if config.ema.enabled() {
+                let file = if run.best().exists() { run.best() } else { run.latest() };
+                let (model, _, _) = load_model_with(&file, &device, Weights::Model)?;
+                test_model = Some(evaluate(&model, test, &idx, &config, &device));
+            }
             let (model, which) = if run.best().exists() {
                 // A fresh model with the checkpoint's weights, exactly as `vitlab eval` loads
                 // it. Loading into a clone of the training model instead shares burn's
@@ -412,7 +496,6 @@ pub fn train_prepared(
             } else {
                 (task.inference_model(), "latest")
             };
-            let idx: Vec<usize> = (0..test.len()).collect();
             let m = evaluate(&model, test, &idx, &config, &device);
             (Some(m), Some(which.to_string()))
         }
@@ -423,6 +506,8 @@ pub fn train_prepared(
         explosion: outcome.explosion,
         test,
         test_checkpoint,
+        test_weights: Some(if config.ema.enabled() { "ema" } else { "model" }.to_string()),
+        test_model,
         best_val_acc: outcome.state.best_val_acc,
         best_epoch: outcome.state.best_epoch,
         epochs: outcome.state.epoch,
@@ -439,8 +524,26 @@ pub fn train_prepared(
     Ok(results)
 }
 
-/// A model with its weights from a checkpoint file or a run directory (its `best`, else `latest`).
+/// Which weights of a checkpoint a model is built from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Weights {
+    /// The weight average when the checkpoint has one, else the trained weights.
+    Auto,
+    /// The weight average (an error when the checkpoint has none).
+    Ema,
+    /// The trained weights.
+    Model,
+}
+
+/// A model with its weights from a checkpoint file or a run directory (its `best`,
+/// else `latest`): the weight average when the run kept one (`[ema]`), else the
+/// trained weights.
 pub fn load_model(path: &Path, device: &Device) -> Result<(Vit, Checkpoint)> {
+    load_model_with(path, device, Weights::Auto).map(|(m, c, _)| (m, c))
+}
+
+/// [`load_model`] with the choice of weights; also says which were used (`ema` or `model`).
+pub fn load_model_with(path: &Path, device: &Device, weights: Weights) -> Result<(Vit, Checkpoint, &'static str)> {
     let file = if path.is_dir() {
         let run = RunDir::new(path);
         if run.best().exists() {
@@ -462,8 +565,17 @@ pub fn load_model(path: &Path, device: &Device) -> Result<(Vit, Checkpoint)> {
         .get("model_config")
         .and_then(|s| serde_json::from_str(s).ok())
         .ok_or_else(|| Error::weights(&file, "checkpoint has no model_config metadata"))?;
-    let model = apply(Vit::new(&model_config, device)?, &ck.group("model"), &file)?;
-    Ok((model, ck))
+    let has_ema = ck.tensors.keys().any(|k| k.starts_with("ema."));
+    let which = match weights {
+        Weights::Auto if has_ema => "ema",
+        Weights::Ema if !has_ema => {
+            return Err(Error::weights(&file, "the checkpoint has no weight average (its run had no [ema] section)"))
+        }
+        Weights::Ema => "ema",
+        Weights::Auto | Weights::Model => "model",
+    };
+    let model = apply(Vit::new(&model_config, device)?, &ck.group(which), &file)?;
+    Ok((model, ck, which))
 }
 
 /// One image's top classes.
@@ -479,9 +591,10 @@ pub fn predict_files(
     checkpoint: &Path,
     images: &[std::path::PathBuf],
     k: usize,
+    weights: Weights,
     device: &Device,
 ) -> Result<Vec<Prediction>> {
-    let (model, ck) = load_model(checkpoint, device)?;
+    let (model, ck, _) = load_model_with(checkpoint, device, weights)?;
     let classes: Vec<String> = ck
         .metadata
         .get("classes")

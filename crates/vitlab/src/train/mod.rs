@@ -9,6 +9,7 @@
 pub mod checkpoint;
 pub mod classify;
 pub mod cyclegan;
+pub mod ema;
 pub mod gan;
 pub mod optim;
 pub mod progress;
