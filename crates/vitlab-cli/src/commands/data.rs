@@ -57,8 +57,51 @@ enum DataCommand {
         /// Normalisation preset: cifar, imagenet, minus-one-one.
         #[arg(long, default_value = "cifar")]
         normalize: String,
+        /// Take the augmentation, normalisation and label smoothing of this experiment config
+        /// instead of --augment / --normalize (e.g. configs/strong-cifar10.toml).
+        #[arg(long, conflicts_with_all = ["augment", "normalize"])]
+        config: Option<PathBuf>,
         #[command(flatten)]
         open: OpenArgs,
+    },
+    /// Write a grid of training images as the loader delivers them under a config
+    /// (augmentations, Mixup/CutMix, erasing; shown without the normalisation), labels printed.
+    Preview {
+        /// The dataset (default: the config's data.path).
+        path: Option<PathBuf>,
+        /// The experiment config whose [augment] section is shown.
+        #[arg(long)]
+        config: PathBuf,
+        /// `key=value` overrides of the config (repeatable).
+        #[arg(long = "set")]
+        set: Vec<String>,
+        /// The PNG to write.
+        #[arg(long)]
+        out: PathBuf,
+        /// How many images (in columns of 8).
+        #[arg(long, default_value_t = 32)]
+        count: usize,
+        /// Which epoch's images (the draws depend on it).
+        #[arg(long, default_value_t = 0)]
+        epoch: u64,
+        #[command(flatten)]
+        open: OpenArgs,
+    },
+    /// Apply one policy operation at a given magnitude to one image file (torchvision's semantics).
+    Augment {
+        /// A JPEG or PNG file.
+        image: PathBuf,
+        /// identity, shear_x, shear_y, translate_x, translate_y, rotate, brightness, color,
+        /// contrast, sharpness, posterize, solarize, autocontrast, equalize, invert.
+        #[arg(long)]
+        op: String,
+        /// The operation's own value: shear factor, pixels, degrees, enhancement factor minus 1,
+        /// bits kept, solarize threshold (ignored by identity, autocontrast, equalize, invert).
+        #[arg(long, allow_hyphen_values = true, default_value_t = 0.0)]
+        magnitude: f32,
+        /// The PNG to write.
+        #[arg(long)]
+        out: PathBuf,
     },
     /// Make a CycleGAN-style unpaired folder (trainA/ trainB/ testA/ testB/ of PNGs) from two classes of a labelled dataset.
     Unpaired {
@@ -142,8 +185,20 @@ pub fn run(args: Args) -> vitlab::Result<()> {
             seconds,
             augment,
             normalize,
+            config,
             open,
-        } => bench(path, batch, workers, seconds, &augment, &normalize, &open),
+        } => match config {
+            Some(c) => bench_config(path, batch, workers, seconds, &c, &open),
+            None => bench(path, batch, workers, seconds, &augment, &normalize, &open),
+        },
+        DataCommand::Preview { path, config, set, out, count, epoch, open } => {
+            super::data_preview::preview(path, &config, &set, &out, count, epoch, &open.options())
+        }
+        DataCommand::Augment { image, op, magnitude, out } => {
+            vitlab::data::preview::augment_file(&image, &op, magnitude, &out)?;
+            println!("{} ({op} at {magnitude}) -> {}", image.display(), out.display());
+            Ok(())
+        }
         DataCommand::Unpaired {
             source,
             a,
@@ -325,7 +380,6 @@ fn bench(
     let ds = open_with(&path, &open.options())?;
     eprintln!("{} (opened in {:.3} s)", ds.summary(), t.elapsed().as_secs_f64());
     let size = ds.train.height.max(ds.train.width);
-    let n = ds.train.len();
     let config = LoaderConfig {
         batch_size: batch,
         image_size: size,
@@ -337,6 +391,34 @@ fn bench(
         seed: 0,
         label_smoothing: 0.0,
     };
+    run_bench(ds, config, seconds)
+}
+
+/// `data bench --config`: the loader with an experiment's augmentation.
+fn bench_config(path: PathBuf, batch: usize, workers: usize, seconds: f64, config: &Path, open: &OpenArgs) -> vitlab::Result<()> {
+    let c = vitlab::config::ExperimentConfig::load(Some(config), &[])?;
+    if batch == 0 {
+        return Err(vitlab::Error::config("batch", "must be positive"));
+    }
+    let ds = open_with(&path, &open.options())?;
+    eprintln!("{}; [augment] of {}", ds.summary(), config.display());
+    let loader = LoaderConfig {
+        batch_size: batch,
+        image_size: c.model.image_size,
+        augment: c.augment.clone(),
+        normalize: c.data.normalize.clone(),
+        shuffle: true,
+        drop_last: true,
+        workers,
+        seed: c.seed,
+        label_smoothing: c.loss.label_smoothing,
+    };
+    run_bench(ds, loader, seconds)
+}
+
+fn run_bench(ds: Dataset, config: LoaderConfig, seconds: f64) -> vitlab::Result<()> {
+    let (batch, workers, size) = (config.batch_size, config.workers, config.image_size);
+    let n = ds.train.len();
     let loader = Loader::new(Arc::new(ds.train), (0..n).collect(), config)?;
     let m = vitlab::bench::loader_throughput(&loader, seconds);
     println!(

@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod data;
+mod data_preview;
 pub mod eval;
 pub mod fid;
 pub mod models;

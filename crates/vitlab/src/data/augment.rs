@@ -265,3 +265,56 @@ pub struct AugmentPlan {
     pub repeats: usize,
     pub passes: usize,
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::ExperimentConfig;
+
+    /// The error of a synthetic-data config with `set` overrides.
+    fn error(set: &[&str]) -> String {
+        let mut o = vec!["data.path=synthetic".to_string()];
+        o.extend(set.iter().map(|s| s.to_string()));
+        ExperimentConfig::load(None, &o).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn bad_augment_values_are_errors_naming_the_key() {
+        for (set, key, says) in [
+            ("augment.erase_prob=1.5", "augment.erase_prob", "probability"),
+            ("augment.mix_prob=-0.1", "augment.mix_prob", "probability"),
+            ("augment.switch_prob=2", "augment.switch_prob", "probability"),
+            ("augment.hflip=1.1", "augment.hflip", "probability"),
+            ("augment.policy=autoaugment-cifar", "augment.policy", "autoaugment-cifar10"),
+            ("augment.randaugment_magnitude=-1", "augment.randaugment_magnitude", "non-negative"),
+            ("augment.randaugment_magnitude=31", "augment.randaugment_magnitude", "bins"),
+            ("augment.mixup_alpha=-1", "augment.mixup_alpha", "non-negative"),
+            ("augment.erase_mode=zero", "augment.erase_mode", "const, rand, pixel or value"),
+            ("augment.erase_mode=value", "augment.erase_value", "per channel"),
+            ("augment.erase_variant=deit", "augment.erase_variant", "timm or lee"),
+            ("augment.mix_partner=shuffle", "augment.mix_partner", "permutation"),
+            ("augment.erase_max_area=1.2", "augment.erase_max_area", "0 < min <= max < 1"),
+            ("augment.repeats=0", "augment.repeats", "at least 1"),
+            ("model.drop_path=1.0", "model.drop_path", "[0, 1)"),
+            ("ema.decay=1.0", "ema.decay", "[0, 1)"),
+        ] {
+            let e = error(&[set]);
+            assert!(e.contains(key) && e.contains(says), "{set}: {e}");
+        }
+        let e = error(&["augment.repeats=3", "augment.passes=3"]);
+        assert!(e.contains("augment.passes"), "{e}");
+        // A classification key in a CycleGAN run is refused rather than ignored.
+        let e = error(&["task=cyclegan", "data.path=somewhere", "model.drop_path=0.1"]);
+        assert!(e.contains("model.drop_path") && e.contains("CycleGAN"), "{e}");
+    }
+
+    #[test]
+    fn the_strong_presets_load_and_plan() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
+        for name in ["strong-cifar10.toml", "strong-cifar100.toml"] {
+            let c = ExperimentConfig::load(Some(&root.join(name)), &[]).unwrap();
+            let plan = c.augment.plan(10, c.loss.label_smoothing).unwrap();
+            assert!(plan.policy.is_some() && plan.erasing.is_some() && plan.mixup.is_some(), "{name}");
+            assert_eq!((plan.repeats, c.model.drop_path, c.ema.decay), (3, 0.1, 0.9998), "{name}");
+        }
+    }
+}

@@ -23,6 +23,7 @@ pub mod loader;
 pub mod make_unpaired;
 pub mod mix;
 pub mod pickle;
+pub mod preview;
 pub mod sampler;
 pub mod tiny_imagenet;
 pub mod unpaired;

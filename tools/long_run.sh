@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Runs a long vitlab training in the background from a copy of the binary and of
+# torch's libraries outside the checkout, so that rebuilds, a new checkout or the
+# end of a session do not disturb it; `resume` continues it with vitlab's own
+# --resume (exact: same weights, optimiser, EMA, data order as an uninterrupted run).
+#
+#   tools/long_run.sh install            copy target/release/vitlab (a `tch` build) and torch's libraries to $HOME_DIR
+#   tools/long_run.sh start CONFIG NAME [--set k=v ...]   start runs/NAME under $HOME_DIR
+#   tools/long_run.sh resume NAME        continue it (after a kill, a reboot, a new session)
+#   tools/long_run.sh status NAME        the last epochs of metrics.csv and the log's last line
+#   tools/long_run.sh pause|cont NAME    SIGSTOP / SIGCONT (while benchmarking)
+#
+# Build the binary first:
+#   LIBTORCH_USE_PYTORCH=1 PATH=$PWD/.venv/bin:$PATH cargo build --release -p vitlab-cli --features tch
+set -euo pipefail
+cd "$(dirname "$0")/.."
+HOME_DIR=${VITLAB_LONG_RUNS:-/root/vitlab-runs}
+cmd=${1:?usage: tools/long_run.sh install|start|resume|status|pause|cont ...}
+shift
+bin="$HOME_DIR/bin/vitlab"
+# torch/lib with the nvidia/ folder beside it: pip's torch links libtorch_cuda, which finds
+# the CUDA libraries through an rpath relative to itself.
+env_run() { LD_LIBRARY_PATH="$HOME_DIR/site-packages/torch/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+pidfile() { echo "$HOME_DIR/runs/$1.pid"; }
+running() { [ -f "$(pidfile "$1")" ] && kill -0 "$(cat "$(pidfile "$1")")" 2>/dev/null; }
+
+case $cmd in
+install)
+    mkdir -p "$HOME_DIR/bin" "$HOME_DIR/runs"
+    site=$(.venv/bin/python -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+    rm -rf "$HOME_DIR/site-packages.new" && mkdir -p "$HOME_DIR/site-packages.new/torch"
+    cp -a "$site/torch/lib" "$HOME_DIR/site-packages.new/torch/"
+    if [ -d "$site/nvidia" ]; then cp -a "$site/nvidia" "$HOME_DIR/site-packages.new/"; fi
+    rm -rf "$HOME_DIR/site-packages" && mv "$HOME_DIR/site-packages.new" "$HOME_DIR/site-packages"
+    cp target/release/vitlab "$bin.new" && mv "$bin.new" "$bin"
+    git rev-parse HEAD > "$HOME_DIR/bin/COMMIT"
+    env_run "$bin" --version
+    echo "installed $(cat "$HOME_DIR/bin/COMMIT") in $HOME_DIR"
+    ;;
+start|resume)
+    if [ "$cmd" = start ]; then
+        config=${1:?start CONFIG NAME}; name=${2:?start CONFIG NAME}; shift 2
+        args=(train --config "$config" --out "$HOME_DIR/runs/$name" "$@")
+    else
+        name=${1:?resume NAME}; shift
+        args=(train --resume "$HOME_DIR/runs/$name" "$@")
+    fi
+    if running "$name"; then echo "$name is already running (pid $(cat "$(pidfile "$name")"))"; exit 1; fi
+    mkdir -p "$HOME_DIR/runs"
+    echo "== $(date -u +%FT%TZ) $cmd with $(cat "$HOME_DIR/bin/COMMIT"): ${args[*]}" >> "$HOME_DIR/runs/$name.log"
+    env_run nohup "$bin" "${args[@]}" >> "$HOME_DIR/runs/$name.log" 2>&1 &
+    echo $! > "$(pidfile "$name")"
+    echo "$name: pid $!, log $HOME_DIR/runs/$name.log"
+    ;;
+status)
+    name=${1:?status NAME}
+    if running "$name"; then echo "running (pid $(cat "$(pidfile "$name")"))"; else echo "not running"; fi
+    tail -n 5 "$HOME_DIR/runs/$name/metrics.csv" 2>/dev/null || true
+    tail -c 400 "$HOME_DIR/runs/$name.log" | tr '\r' '\n' | tail -n 2
+    ;;
+pause) kill -STOP "$(cat "$(pidfile "${1:?pause NAME}")")" ;;
+cont) kill -CONT "$(cat "$(pidfile "${1:?cont NAME}")")" ;;
+*) echo "unknown command $cmd" >&2; exit 2 ;;
+esac
