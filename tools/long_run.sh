@@ -48,7 +48,9 @@ start|resume)
     if running "$name"; then echo "$name is already running (pid $(cat "$(pidfile "$name")"))"; exit 1; fi
     mkdir -p "$HOME_DIR/runs"
     echo "== $(date -u +%FT%TZ) $cmd with $(cat "$HOME_DIR/bin/COMMIT"): ${args[*]}" >> "$HOME_DIR/runs/$name.log"
-    env_run nohup "$bin" "${args[@]}" >> "$HOME_DIR/runs/$name.log" 2>&1 &
+    # Started directly (not through a shell function), so that $! is vitlab's own pid.
+    LD_LIBRARY_PATH="$HOME_DIR/site-packages/torch/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        nohup "$bin" "${args[@]}" >> "$HOME_DIR/runs/$name.log" 2>&1 &
     echo $! > "$(pidfile "$name")"
     echo "$name: pid $!, log $HOME_DIR/runs/$name.log"
     ;;

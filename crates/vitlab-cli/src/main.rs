@@ -2,6 +2,7 @@
 //! each subcommand parses its flags, calls the library, and prints.
 
 mod commands;
+mod progress;
 
 use std::process::ExitCode;
 

@@ -9,7 +9,6 @@ use serde::{Deserialize, Serialize};
 use crate::backend::Backend;
 use crate::data::{Augment, Normalize};
 use crate::models::{AttnScale, BlockVariant, DropPathSchedule, HeadKind, Init, ModelConfig, Pool, Preset, Size};
-use crate::train::ema::EmaSection;
 use crate::{Error, Result};
 
 /// The model section: a block variant and size preset, plus optional overrides.
@@ -343,6 +342,65 @@ impl Default for CycleganSection {
             samples: 8,
             sample_every: 0.1,
         }
+    }
+}
+
+/// `[ema]`: the weight average (docs/CONFIG.md).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EmaSection {
+    /// The decay per optimiser step (0: no EMA). timm's default is 0.9998; DeiT's 0.99996.
+    pub decay: f64,
+    /// Ramp the decay up from 0 as timm's `use_warmup` (`1 - (1 + t / gamma)^-power`).
+    pub warmup: bool,
+    pub warmup_gamma: f64,
+    pub warmup_power: f64,
+    /// The smallest decay the warmup may give.
+    pub min_decay: f64,
+}
+
+impl Default for EmaSection {
+    fn default() -> Self {
+        EmaSection {
+            decay: 0.0,
+            warmup: false,
+            warmup_gamma: 1.0,
+            warmup_power: 2.0 / 3.0,
+            min_decay: 0.0,
+        }
+    }
+}
+
+impl EmaSection {
+    pub fn enabled(&self) -> bool {
+        self.decay > 0.0
+    }
+
+    /// The decay of update number `t` (1-based).
+    pub fn decay_at(&self, t: u64) -> f64 {
+        let t = t.saturating_sub(1);
+        if t == 0 {
+            return 0.0;
+        }
+        if self.warmup {
+            let d = 1.0 - (1.0 + t as f64 / self.warmup_gamma).powf(-self.warmup_power);
+            d.min(self.decay).max(self.min_decay)
+        } else {
+            self.decay
+        }
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if !(0.0..1.0).contains(&self.decay) {
+            return Err(Error::config("ema.decay", format!("{} is not in [0, 1) (0 turns the EMA off)", self.decay)));
+        }
+        if !(0.0..1.0).contains(&self.min_decay) || self.min_decay > self.decay.max(0.0) && self.enabled() {
+            return Err(Error::config("ema.min_decay", "must be in [0, ema.decay]"));
+        }
+        if !(self.warmup_gamma > 0.0 && self.warmup_power > 0.0) {
+            return Err(Error::config("ema.warmup_gamma", "ema.warmup_gamma and ema.warmup_power must be positive"));
+        }
+        Ok(())
     }
 }
 

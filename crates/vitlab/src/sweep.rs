@@ -25,9 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{parse_override, ExperimentConfig};
 use crate::models::weights::atomic_write;
-use crate::train::classify::{self, Results, Start};
-use crate::train::progress::Progress;
-use crate::train::{ExitCause, RunDir};
+use crate::train::{ExitCause, Outcome, Progress, RunDir, Start};
 use crate::{Error, Result};
 
 /// One grid axis: a name and its levels. `--grid key=v1,v2` gives the axis
@@ -383,7 +381,7 @@ pub fn run_state(run: &RunDir) -> RunState {
 /// How runs are executed.
 #[derive(Clone, Debug)]
 pub enum Runner {
-    /// In this process, one run at a time (`jobs` is ignored); `quiet` hides the progress bar.
+    /// In this process, one run at a time (`jobs` is ignored), a line per epoch on stderr.
     InProcess { quiet: bool },
     /// As child processes `PROGRAM train ...` (the vitlab binary), `jobs` at a
     /// time, each logging to `RUN_DIR/train.log`. Unless `RAYON_NUM_THREADS` is
@@ -422,7 +420,14 @@ pub struct RunOutcome {
     pub exit_cause: Option<ExitCause>,
     pub error: Option<String>,
     pub explosion_step: Option<u64>,
+    /// A classifier's test top-1.
     pub test_top1: Option<f64>,
+    /// The run's selection score (`score_name`: a classifier's best `val_acc`, a
+    /// CycleGAN's best `FID_A + FID_B`).
+    #[serde(default)]
+    pub score: Option<f64>,
+    #[serde(default)]
+    pub score_name: Option<String>,
     pub steps: Option<u64>,
     pub wall_time_s: Option<f64>,
 }
@@ -494,10 +499,29 @@ pub fn run(plan: &Plan, options: &SweepOptions) -> Result<Summary> {
     Ok(summary)
 }
 
-fn read_results(run: &RunDir) -> Result<Results> {
+/// What the sweep records of a finished run of any task: the summary every
+/// results.json holds, and a classifier's test top-1.
+struct Finished {
+    summary: crate::train::Summary,
+    test_top1: Option<f64>,
+}
+
+fn read_results(run: &RunDir) -> Result<Finished> {
+    let summary = crate::train::Summary::read(run)?;
     let path = run.results();
-    let text = fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-    serde_json::from_str(&text).map_err(|e| Error::data(&path, format!("unreadable results: {e}")))
+    let json: serde_json::Value = serde_json::from_str(&fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?)
+        .map_err(|e| Error::data(&path, format!("unreadable results: {e}")))?;
+    Ok(Finished { summary, test_top1: json["test"]["top1"].as_f64() })
+}
+
+impl From<Outcome> for Finished {
+    fn from(o: Outcome) -> Self {
+        let test_top1 = match &o {
+            Outcome::Classify(r) => r.test.as_ref().map(|t| t.top1),
+            Outcome::Cyclegan(_) => None,
+        };
+        Finished { summary: o.summary().clone(), test_top1 }
+    }
 }
 
 fn run_one(plan: &Plan, i: usize, options: &SweepOptions, threads: usize) -> RunOutcome {
@@ -528,17 +552,19 @@ fn run_one(plan: &Plan, i: usize, options: &SweepOptions, threads: usize) -> Run
         }),
     };
     let outcome = match result {
-        Ok(r) => {
+        Ok(Finished { summary: r, test_top1 }) => {
             let _ = fs::remove_file(run.error());
             RunOutcome {
                 dir: planned.dir.clone(),
                 cell: planned.cell.clone(),
                 seed: planned.seed,
                 action,
-                exit_cause: Some(r.exit_cause.clone()),
+                exit_cause: Some(r.exit_cause),
                 error: None,
                 explosion_step: r.explosion.as_ref().map(|e| e.step),
-                test_top1: r.test.as_ref().map(|t| t.top1),
+                test_top1,
+                score: r.score,
+                score_name: r.score_name.clone(),
                 steps: Some(r.steps),
                 wall_time_s: Some(r.wall_time_s),
             }
@@ -556,6 +582,8 @@ fn run_one(plan: &Plan, i: usize, options: &SweepOptions, threads: usize) -> Run
                 error: Some(message),
                 explosion_step: None,
                 test_top1: None,
+                score: None,
+                score_name: None,
                 steps: None,
                 wall_time_s: None,
             }
@@ -568,10 +596,14 @@ fn run_one(plan: &Plan, i: usize, options: &SweepOptions, threads: usize) -> Run
                 eprintln!("{tag}: exploded at step {}", outcome.explosion_step.unwrap_or(0))
             }
             (None, cause) => eprintln!(
-                "{tag}: {} after {} steps, test top-1 {}",
+                "{tag}: {} after {} steps, {}",
                 cause.as_ref().map_or("done".into(), |c| format!("{c:?}").to_lowercase()),
                 outcome.steps.unwrap_or(0),
-                outcome.test_top1.map_or("n/a".into(), |t| format!("{t:.4}"))
+                match (outcome.test_top1, outcome.score, &outcome.score_name) {
+                    (Some(t), _, _) => format!("test top-1 {t:.4}"),
+                    (None, Some(s), Some(name)) => format!("best {name} {s:.4}"),
+                    _ => "no score".into(),
+                }
             ),
         }
     }
@@ -586,13 +618,13 @@ fn execute(
     overrides: &[String],
     options: &SweepOptions,
     threads: usize,
-) -> Result<Results> {
+) -> Result<Finished> {
     match &options.runner {
         Runner::InProcess { quiet } => {
             let mut progress = Progress::new(*quiet);
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match action {
-                Action::Resumed => classify::train(Start::Resume(overrides), run, &mut progress),
-                _ => classify::train(Start::New(&plan.configs[i]), run, &mut progress),
+                Action::Resumed => crate::train::train(Start::Resume(overrides), run, &mut progress).map(Finished::from),
+                _ => crate::train::train(Start::New(&plan.configs[i]), run, &mut progress).map(Finished::from),
             }));
             result.unwrap_or_else(|panic| {
                 let msg = panic
@@ -638,7 +670,8 @@ fn execute(
                 .stderr(Stdio::from(log_err))
                 .status()
                 .map_err(|e| Error::io(program, e))?;
-            if status.success() && run.results().exists() {
+            // `vitlab train` exits 3 for a run that diverged: finished, with its results.
+            if (status.success() || status.code() == Some(3)) && run.results().exists() {
                 return read_results(run);
             }
             let text = fs::read_to_string(&log_path).unwrap_or_default();

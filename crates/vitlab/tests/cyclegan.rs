@@ -77,11 +77,13 @@ fn cyclegan(o: Outcome) -> vitlab::train::cyclegan::Results {
 }
 
 /// metrics.csv without the timing columns (seconds, images/s).
+/// metrics.csv without the timing columns (seconds, images/s), which differ run to run.
 fn metrics_without_timing(run: &RunDir) -> Vec<String> {
-    std::fs::read_to_string(run.metrics())
-        .unwrap()
-        .lines()
-        .map(|l| l.split(',').enumerate().filter(|(i, _)| *i != 7 && *i != 8).map(|(_, v)| v).collect::<Vec<_>>().join(","))
+    let text = std::fs::read_to_string(run.metrics()).unwrap();
+    let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+    let timing = |i: usize| matches!(header.get(i), Some(&"seconds") | Some(&"images_per_s"));
+    text.lines()
+        .map(|l| l.split(',').enumerate().filter(|(i, _)| !timing(*i)).map(|(_, v)| v).collect::<Vec<_>>().join(","))
         .collect()
 }
 
@@ -173,8 +175,11 @@ fn fid_is_measured_each_epoch_when_the_weights_are_there_and_the_reason_recorded
     let r = cyclegan(train(Start::New(&c), &run, &mut Progress::silent()).unwrap());
     assert!(r.fid_a.is_none());
     assert!(r.fid_note.as_deref().unwrap().contains("/nonexistent/fid.safetensors"), "{:?}", r.fid_note);
-    let row = std::fs::read_to_string(run.metrics()).unwrap().lines().last().unwrap().to_string();
-    assert!(row.ends_with(",,"), "empty FID columns: {row}");
+    let text = std::fs::read_to_string(run.metrics()).unwrap();
+    let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+    let row: Vec<&str> = text.lines().last().unwrap().split(',').collect();
+    let fid: Vec<&str> = ["FID_A", "FID_B"].iter().map(|c| row[header.iter().position(|h| h == c).unwrap()]).collect();
+    assert_eq!(fid, ["", ""], "empty FID columns: {text}");
     assert!(run.best().exists(), "without validation, best is the latest state");
 }
 
@@ -250,4 +255,42 @@ fn bad_cyclegan_configs_and_data_are_errors_naming_the_key_or_path() {
     let run = RunDir::new(dir.path().join("r2"));
     let e = train(Start::New(&config(&data, &[])), &run, &mut Progress::silent()).err().unwrap().to_string();
     assert!(e.contains("trainB"), "{e}");
+}
+
+#[test]
+fn a_cyclegan_sweep_of_two_cells_and_two_seeds_runs_and_reports() {
+    use vitlab::report::cyclegan::{load_runs, GanReport};
+    use vitlab::sweep::{self, Axis, Runner, SweepOptions, SweepSpec};
+    let dir = tempfile::tempdir().unwrap();
+    let data = unpaired(dir.path(), 4, 2);
+    let c = config(&data, &["epochs=1", "schedule.decay_epochs=1", "cyclegan.sample_every=0", "checkpoint.every_steps=0"]);
+    let table: toml::Table = toml::from_str(&c.to_toml()).unwrap();
+    let cfg_path = dir.path().join("gan.toml");
+    std::fs::write(&cfg_path, toml::to_string(&table).unwrap()).unwrap();
+    let spec = SweepSpec {
+        config: Some(cfg_path),
+        overrides: Vec::new(),
+        grid: vec![Axis::parse("model.block=vit,vit22b").unwrap()],
+        seeds: vec![0, 1],
+    };
+    let root = dir.path().join("sweep");
+    let plan = sweep::plan(&spec, &root).unwrap();
+    let options = SweepOptions { jobs: 1, runner: Runner::InProcess { quiet: true }, verbose: false };
+    let summary = sweep::run(&plan, &options).unwrap();
+    assert_eq!(summary.runs.len(), 4);
+    assert_eq!(summary.failed(), 0, "{:?}", summary.runs.iter().map(|r| &r.error).collect::<Vec<_>>());
+    assert!(summary.runs.iter().all(|r| r.exit_cause == Some(ExitCause::Completed) && r.steps == Some(2)));
+    // Every run's results.json carries the common summary: task and steps.
+    for r in &summary.runs {
+        let s = vitlab::train::Summary::read(&RunDir::new(root.join(&r.dir))).unwrap();
+        assert_eq!((s.task, s.steps), (vitlab::config::TaskKind::Cyclegan, 2));
+        assert!(s.params > 0);
+    }
+    // The report tabulates both cells over their two seeds.
+    let runs = load_runs(&[root.clone()]).unwrap();
+    assert_eq!(runs.len(), 4);
+    let report = GanReport::build("gan sweep", runs, None).unwrap();
+    let files = report.write(&dir.path().join("report")).unwrap();
+    let md = std::fs::read_to_string(files.iter().find(|f| f.extension().is_some_and(|e| e == "md")).unwrap()).unwrap();
+    assert!(md.contains("vit22b") && md.contains("vit"), "{md}");
 }

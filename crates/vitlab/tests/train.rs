@@ -84,7 +84,7 @@ fn a_stopped_and_resumed_strong_recipe_run_equals_an_uninterrupted_one() {
     assert_eq!(json["test_weights"], "ema");
     assert!(json["test_model"]["top1"].is_number(), "{json}");
     let header = std::fs::read_to_string(whole.metrics()).unwrap();
-    assert!(header.lines().next().unwrap().ends_with("model_val_loss,model_val_acc"), "{header}");
+    assert!(header.lines().next().unwrap().contains("val_loss,val_acc,model_val_loss,model_val_acc,lr"), "{header}");
 }
 
 /// Trains the tiny config with `extra` whole, and again stopped at step 5 and

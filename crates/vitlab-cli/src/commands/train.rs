@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 
 use vitlab::config::ExperimentConfig;
-use vitlab::train::progress::Progress;
 use vitlab::train::{Outcome, RunDir, Start};
 use vitlab::Error;
 
@@ -28,7 +27,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> vitlab::Result<()> {
-    let mut progress = Progress::new(args.quiet);
+    let mut progress = crate::progress::Bar::new(args.quiet);
     let (run, results) = match args.resume {
         Some(dir) => {
             let run = RunDir::new(dir);

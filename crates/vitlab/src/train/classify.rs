@@ -12,10 +12,9 @@ use serde::{Deserialize, Serialize};
 
 use super::ema::Ema;
 use super::optim::{grad_stats, Optimizer};
-use super::progress::Progress;
 use super::{
-    run_loop, BlockMonitor, Checkpoint, ExitCause, Explosion, LoopState, RunDir, StepContext, StepOutput, Task,
-    Validation,
+    run_loop, BlockMonitor, Checkpoint, Explosion, LoopState, Observer, RunDir, Selection, StepContext, StepOutput, Summary,
+    Task, Validation,
 };
 use crate::config::ExperimentConfig;
 use crate::data::loader::{Loader, LoaderConfig};
@@ -329,23 +328,33 @@ impl Task for Classifier {
                 .collect()
         };
         let explosion: Option<Explosion> = ctx.check(loss_value, max_logit, &stats);
+        let scale = ctx.clip_scale(&stats);
         if explosion.is_none() {
-            let scale = ctx.clip_scale(&stats);
             self.model = self.optim.step(self.model.clone(), &grads, ctx.lr, scale);
             if let Some(ema) = &mut self.ema {
                 ema.update(&self.model.valid());
             }
         }
+        let n = batch.labels.len().max(1) as f64;
         Ok(StepOutput {
             loss: loss_value,
-            correct,
-            count: batch.labels.len(),
-            max_logit,
-            grads: stats,
+            values: vec![loss_value, max_logit, stats.max_abs, stats.global_norm, ctx.lr, scale],
+            epoch_values: vec![loss_value, correct as f64 / n],
             blocks,
             explosion,
-            extra: Vec::new(),
         })
+    }
+
+    fn step_columns(&self) -> Vec<String> {
+        ["loss", "max_logit", "max_grad", "grad_norm", "lr", "clip_scale"].map(String::from).to_vec()
+    }
+
+    fn train_columns(&self) -> Vec<String> {
+        vec!["train_loss".into(), "train_acc".into()]
+    }
+
+    fn selection(&self) -> Option<Selection> {
+        self.val.as_ref().map(|_| Selection { name: "val_acc".into(), higher_is_better: true })
     }
 
     fn validate(&mut self, _epochs_done: usize) -> Result<Option<Validation>> {
@@ -353,30 +362,21 @@ impl Task for Classifier {
         let model = self.inference_model();
         let inner = self.device.clone().inner();
         let m = evaluate(&model, set, idx, &self.config, &inner);
+        let mut values = vec![m.loss, m.top1];
         // With the average selecting `best`, the trained weights are measured too.
-        let extra = match &self.ema {
-            Some(_) => {
-                let raw = evaluate(&self.model.valid(), set, idx, &self.config, &inner);
-                vec![raw.loss, raw.top1]
-            }
-            None => Vec::new(),
-        };
-        Ok(Some(Validation {
-            loss: m.loss,
-            accuracy: m.top1,
-            extra,
-        }))
+        if self.ema.is_some() {
+            let raw = evaluate(&self.model.valid(), set, idx, &self.config, &inner);
+            values.extend([raw.loss, raw.top1]);
+        }
+        Ok(Some(Validation { values, score: m.top1 }))
     }
 
     fn validation_columns(&self) -> Vec<String> {
-        match &self.ema {
-            Some(_) => vec!["model_val_loss".into(), "model_val_acc".into()],
-            None => Vec::new(),
+        let mut c = vec!["val_loss".to_string(), "val_acc".to_string()];
+        if self.ema.is_some() {
+            c.extend(["model_val_loss".to_string(), "model_val_acc".to_string()]);
         }
-    }
-
-    fn validates(&self) -> bool {
-        self.val.is_some()
+        c
     }
 
     fn checkpoint_tensors(&self) -> TensorMap {
@@ -418,8 +418,9 @@ impl Task for Classifier {
 /// results.json of a classification run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Results {
-    pub exit_cause: ExitCause,
-    pub explosion: Option<Explosion>,
+    /// What every run's results.json holds (exit cause, score, steps, parameters, ...).
+    #[serde(flatten)]
+    pub summary: Summary,
     pub test: Option<ClassificationMetrics>,
     /// Which checkpoint the test metrics come from (`best` or `latest`).
     pub test_checkpoint: Option<String>,
@@ -430,21 +431,22 @@ pub struct Results {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub test_model: Option<ClassificationMetrics>,
     pub best_val_acc: Option<f64>,
-    pub best_epoch: Option<usize>,
-    pub epochs: usize,
-    pub steps: u64,
-    pub params: usize,
-    pub wall_time_s: f64,
-    pub backend: String,
     pub model: ModelConfig,
     pub classes: Vec<String>,
     pub data: String,
 }
 
+impl std::ops::Deref for Results {
+    type Target = Summary;
+    fn deref(&self) -> &Summary {
+        &self.summary
+    }
+}
+
 pub use super::Start;
 
 /// Trains (or resumes) a classifier in `run`; writes every run file and returns the results.
-pub fn train(start: Start, run: &RunDir, progress: &mut Progress) -> Result<Results> {
+pub fn train(start: Start, run: &RunDir, progress: &mut dyn Observer) -> Result<Results> {
     let (config, checkpoint) = super::prepare(&start, run)?;
     if config.task != crate::config::TaskKind::Classify {
         return Err(Error::config("task", "this run is not a classifier; use vitlab::train::train"));
@@ -457,7 +459,7 @@ pub fn train_prepared(
     config: ExperimentConfig,
     checkpoint: Option<Checkpoint>,
     run: &RunDir,
-    progress: &mut Progress,
+    progress: &mut dyn Observer,
 ) -> Result<Results> {
     let device = config.backend.device()?;
     let splits = load_splits(&config)?;
@@ -501,20 +503,14 @@ pub fn train_prepared(
         }
         None => (None, None),
     };
+    let params = param_count(&task.model_config);
     let results = Results {
-        exit_cause: outcome.cause,
-        explosion: outcome.explosion,
+        summary: Summary::new(crate::config::TaskKind::Classify, &outcome, task.selection(), params, &config),
         test,
         test_checkpoint,
         test_weights: Some(if config.ema.enabled() { "ema" } else { "model" }.to_string()),
         test_model,
-        best_val_acc: outcome.state.best_val_acc,
-        best_epoch: outcome.state.best_epoch,
-        epochs: outcome.state.epoch,
-        steps: outcome.state.step,
-        params: param_count(&task.model_config),
-        wall_time_s: outcome.wall_time_s,
-        backend: config.backend.to_string(),
+        best_val_acc: outcome.best_score,
         model: task.model_config.clone(),
         classes: splits.classes.clone(),
         data: splits.description.clone(),

@@ -29,8 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use super::gan::{l1, lsgan_discriminator_loss, lsgan_generator_loss, ImagePool};
 use super::optim::{grad_stats, GradStats, Optimizer};
-use super::progress::Progress;
-use super::{run_loop, Checkpoint, ExitCause, Explosion, LoopState, RunDir, StepContext, StepOutput, Task, Validation};
+use super::{run_loop, Checkpoint, Explosion, LoopState, Observer, RunDir, Selection, StepContext, StepOutput, Summary, Task, Validation};
 use crate::config::ExperimentConfig;
 use crate::data::decode::Img;
 use crate::data::loader::{resize_bilinear, Rng};
@@ -532,8 +531,8 @@ impl Task for CycleGan {
         let loss = v[2..8].iter().sum::<f64>();
         let all = combine(&[&st_ga, &st_gb, &st_da, &st_db]);
         let explosion: Option<Explosion> = ctx.check(loss + v[0] + v[1], v[8], &all);
+        let (gs, ds) = (ctx.clip_scale(&combine(&[&st_ga, &st_gb])), ctx.clip_scale(&combine(&[&st_da, &st_db])));
         if explosion.is_none() {
-            let (gs, ds) = (ctx.clip_scale(&combine(&[&st_ga, &st_gb])), ctx.clip_scale(&combine(&[&st_da, &st_db])));
             let [oga, ogb, oda, odb] = &mut self.opt;
             self.g_a = oga.step(self.g_a.clone(), &grads_g, ctx.lr, gs);
             self.g_b = ogb.step(self.g_b.clone(), &grads_g, ctx.lr, gs);
@@ -542,16 +541,8 @@ impl Task for CycleGan {
         }
         let mut extra = v[..8].to_vec();
         extra.extend([st_ga.max_abs, st_gb.max_abs, st_da.max_abs, st_db.max_abs]);
-        Ok(StepOutput {
-            loss,
-            correct: 0,
-            count: batch.n,
-            max_logit: v[8],
-            grads: all,
-            blocks: Vec::new(),
-            explosion,
-            extra,
-        })
+        let values = [vec![loss, v[8], all.max_abs, all.global_norm, ctx.lr, gs, ds], extra.clone()].concat();
+        Ok(StepOutput { loss, values, epoch_values: [vec![loss], extra].concat(), blocks: Vec::new(), explosion })
     }
 
     fn validate(&mut self, epochs_done: usize) -> Result<Option<Validation>> {
@@ -572,11 +563,11 @@ impl Task for CycleGan {
         let fid_a = frechet_distance(&fid.real_a, "real test A", &stats(&fake_a, "G_B(test B)")?, "G_B(test B)")?;
         let fid_b = frechet_distance(&fid.real_b, "real test B", &stats(&fake_b, "G_A(test A)")?, "G_A(test A)")?;
         self.last_fid = Some((fid_a, fid_b));
-        Ok(Some(Validation { loss: f64::NAN, accuracy: -(fid_a + fid_b), extra: vec![fid_a, fid_b] }))
+        Ok(Some(Validation { values: vec![fid_a, fid_b], score: fid_a + fid_b }))
     }
 
-    fn validates(&self) -> bool {
-        self.fid.is_some()
+    fn selection(&self) -> Option<Selection> {
+        self.fid.as_ref().map(|_| Selection { name: "FID_A + FID_B".into(), higher_is_better: false })
     }
 
     fn checkpoint_tensors(&self) -> TensorMap {
@@ -613,12 +604,20 @@ impl Task for CycleGan {
         ])
     }
 
-    fn has_accuracy(&self) -> bool {
-        false
+    /// The generators' loss (G + cycle + identity terms), the largest |discriminator score|
+    /// on the fakes (what the explosion check watches), the gradient monitors over all four
+    /// networks, the LR, the clip scales of the generators and of the discriminators, then
+    /// each loss term and each network's max |gradient|.
+    fn step_columns(&self) -> Vec<String> {
+        ["loss", "max_d_score", "max_grad", "grad_norm", "lr", "clip_scale_g", "clip_scale_d"]
+            .iter()
+            .chain(STEP_COLUMNS.iter())
+            .map(|s| s.to_string())
+            .collect()
     }
 
-    fn step_columns(&self) -> Vec<String> {
-        STEP_COLUMNS.iter().map(|s| s.to_string()).collect()
+    fn train_columns(&self) -> Vec<String> {
+        std::iter::once("train_loss").chain(STEP_COLUMNS).map(String::from).collect()
     }
 
     fn validation_columns(&self) -> Vec<String> {
@@ -642,26 +641,21 @@ impl Task for CycleGan {
 /// results.json of a CycleGAN run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Results {
-    pub task: String,
-    pub exit_cause: ExitCause,
-    pub explosion: Option<Explosion>,
+    /// What every run's results.json holds (task, exit cause, score, steps, parameters, ...).
+    #[serde(flatten)]
+    pub summary: Summary,
     /// FID_A and FID_B after the last epoch (when measured).
     pub fid_a: Option<f64>,
     pub fid_b: Option<f64>,
     /// Why FID was not measured, when it was not.
     pub fid_note: Option<String>,
-    /// The epoch of the best FID_A + FID_B (the `best` checkpoint).
-    pub best_epoch: Option<usize>,
+    /// The best FID_A + FID_B (the `best` checkpoint; its epoch is `best_epoch`).
     pub best_fid_sum: Option<f64>,
     pub fid_feature: usize,
     pub fid_preprocess: String,
-    pub epochs: usize,
-    pub steps: u64,
     /// Parameters of one generator and of one discriminator.
     pub generator_params: usize,
     pub discriminator_params: usize,
-    pub wall_time_s: f64,
-    pub backend: String,
     pub generator: VitUnetConfig,
     pub discriminator: DiscriminatorConfig,
     pub data: String,
@@ -672,7 +666,7 @@ pub fn train_prepared(
     config: ExperimentConfig,
     checkpoint: Option<Checkpoint>,
     run: &RunDir,
-    progress: &mut Progress,
+    progress: &mut dyn Observer,
 ) -> Result<Results> {
     let device = config.backend.device()?;
     let data = UnpairedData::load(&config)?;
@@ -691,23 +685,17 @@ pub fn train_prepared(
         )),
     }
     let outcome = run_loop(&mut task, &config, run, checkpoint.as_ref(), progress)?;
+    let summary = Summary::new(crate::config::TaskKind::Cyclegan, &outcome, task.selection(), 2 * (gp + dp), &config);
     let results = Results {
-        task: "cyclegan".into(),
-        exit_cause: outcome.cause,
-        explosion: outcome.explosion,
+        summary,
         fid_a: task.last_fid.map(|f| f.0),
         fid_b: task.last_fid.map(|f| f.1),
         fid_note: task.fid_note.clone(),
-        best_epoch: outcome.state.best_epoch,
-        best_fid_sum: outcome.state.best_val_acc.map(|s| -s),
+        best_fid_sum: outcome.best_score,
         fid_feature: config.cyclegan.fid_feature,
         fid_preprocess: config.cyclegan.fid_preprocess.clone(),
-        epochs: outcome.state.epoch,
-        steps: outcome.state.step,
         generator_params: gp,
         discriminator_params: dp,
-        wall_time_s: outcome.wall_time_s,
-        backend: config.backend.to_string(),
         generator: task.generator.clone(),
         discriminator: task.discriminator.clone(),
         data: task.data.description.clone(),
@@ -715,6 +703,13 @@ pub fn train_prepared(
     let json = serde_json::to_string_pretty(&results).expect("results serialise");
     crate::models::weights::atomic_write(&run.results(), json.as_bytes())?;
     Ok(results)
+}
+
+impl std::ops::Deref for Results {
+    type Target = Summary;
+    fn deref(&self) -> &Summary {
+        &self.summary
+    }
 }
 
 /// Which generator `vitlab translate` runs.
