@@ -194,3 +194,18 @@ fn a_stale_temporary_file_from_a_crash_does_not_hide_the_checkpoint() {
     let r = classify::train(Start::Resume(&["epochs=2".to_string()]), &run, &mut Progress::silent()).unwrap();
     assert_eq!(r.epochs, 2);
 }
+
+#[test]
+fn early_stopping_ends_a_run_that_stops_improving_and_keeps_its_best_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = RunDir::new(dir.path().join("patience"));
+    // A learning rate too small to change any prediction: validation accuracy never
+    // improves on epoch 1, so patience 2 stops the run after epoch 3 of 6.
+    let config = tiny_config(&["epochs=6", "patience=2", "optim.lr=1e-12", "schedule.name=constant", "schedule.warmup_epochs=0"]);
+    let r = classify::train(Start::New(&config), &run, &mut Progress::silent()).unwrap();
+    assert_eq!(r.exit_cause, ExitCause::EarlyStopped);
+    assert_eq!((r.epochs, r.steps, r.best_epoch), (3, 18, Some(1)));
+    let rows = std::fs::read_to_string(run.metrics()).unwrap();
+    assert_eq!(rows.lines().count(), 4, "header + 3 epochs:\n{rows}");
+    assert_eq!(Checkpoint::load(&run.best()).unwrap().state.best_epoch, Some(1));
+}
