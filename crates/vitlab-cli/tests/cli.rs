@@ -299,3 +299,36 @@ fn a_cyclegan_run_killed_at_any_moment_leaves_a_loadable_checkpoint_and_resumes(
     ];
     kill_and_resume(&run, train_sets(&run, &sets), 40);
 }
+
+/// A flag value outside its closed set is clap's usage error (exit 2) naming the flag and
+/// listing the accepted values, before any work (the paths need not exist).
+#[test]
+fn a_value_outside_a_flags_choices_is_a_usage_error_listing_them() {
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["translate", "run", "in.png", "--out", "o", "--direction", "sideways"], &["--direction", "a2b", "b2a"]),
+        (&["eval", "run", "--split", "val"], &["--split", "test", "train"]),
+        (&["eval", "run", "--backend", "gpu"], &["--backend", "flex", "tch", "tch-cuda", "cuda"]),
+        (&["data", "bench", "d", "--augment", "heavy"], &["--augment", "standard", "paper", "none"]),
+        (&["data", "bench", "d", "--normalize", "unit"], &["--normalize", "cifar", "imagenet", "minus-one-one"]),
+        (&["stability", "--model-preset", "released"], &["--model-preset", "default", "paper"]),
+        (&["stability", "--blocks", "vit,vit23"], &["--blocks", "vit22b-nonorm", "vit22b-code"]),
+        (&["stability", "--stabilizers", "none,dropout"], &["--stabilizers", "clip", "z-loss"]),
+        (&["bench", "--discriminator", "unet"], &["--discriminator", "patchgan", "released"]),
+        (&["bench", "--backend", "gpu"], &["--backend", "all", "flex", "tch-cuda"]),
+        (&["bench", "--only", "both"], &["--only", "train", "infer"]),
+        (&["fid", "a", "b", "--feature", "1000"], &["--feature", "64", "192", "768", "2048"]),
+        (&["models", "--preset", "fancy"], &["--preset", "default", "paper"]),
+    ];
+    for (args, expected) in cases {
+        let out = vitlab(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("invalid value") && err.contains("possible values"), "{args:?}: {err}");
+        for e in *expected {
+            assert!(err.contains(e), "{args:?}: {e} not in {err}");
+        }
+    }
+    // `--help` says what each value means.
+    let help = stdout(&vitlab(&["eval", "--help"]));
+    assert!(help.contains("Compute backend") && help.contains("tch-cuda:") && help.contains("train:"), "{help}");
+}
