@@ -332,3 +332,21 @@ fn a_value_outside_a_flags_choices_is_a_usage_error_listing_them() {
     let help = stdout(&vitlab(&["eval", "--help"]));
     assert!(help.contains("Compute backend") && help.contains("tch-cuda:") && help.contains("train:"), "{help}");
 }
+
+#[test]
+fn train_needs_out_or_resume_and_not_both() {
+    for args in [
+        &["train", "--set", "data.path=synthetic"][..],
+        &["train", "--config", "/nonexistent.toml"],
+        &["train", "--resume", "/tmp/never", "--out", "/tmp/never2"],
+    ] {
+        let out = vitlab(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("--out") && err.contains("Usage:"), "{args:?}: {err}");
+    }
+    // An error past the flags (here a run directory without a run) is exit 1.
+    let dir = tempfile::tempdir().unwrap();
+    let out = vitlab(&["train", "--resume", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+}

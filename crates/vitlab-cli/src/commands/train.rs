@@ -13,7 +13,7 @@ pub struct Args {
     #[arg(long, short)]
     config: Option<PathBuf>,
     /// Run directory to create (config, metrics, checkpoints, results).
-    #[arg(long, short)]
+    #[arg(long, short, required_unless_present = "resume")]
     out: Option<PathBuf>,
     /// Override a config key, e.g. `--set optim.lr=3e-4` (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -37,9 +37,7 @@ pub fn run(args: Args) -> vitlab::Result<()> {
         }
         None => {
             let config = ExperimentConfig::load(args.config.as_deref(), &args.overrides)?;
-            let out = args
-                .out
-                .ok_or_else(|| Error::config("--out", "a run directory is required (or --resume RUN_DIR)"))?;
+            let out = args.out.expect("clap requires --out without --resume");
             if out.join("checkpoints").join("latest.safetensors").exists() {
                 return Err(Error::config(
                     "--out",
