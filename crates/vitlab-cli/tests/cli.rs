@@ -350,3 +350,33 @@ fn train_needs_out_or_resume_and_not_both() {
     let out = vitlab(&["train", "--resume", dir.path().to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// A run that diverges exits with 3 (a finished one with 0), and still records why.
+#[test]
+fn a_diverging_training_run_exits_with_3_and_records_the_explosion() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("boom");
+    let sets = [
+        "data.path=synthetic", "data.synthetic_train=256", "data.synthetic_test=64", "data.synthetic_size=16",
+        "data.val_size=64", "model.image_size=16", "model.patch_size=4", "model.depth=2", "model.dim=32",
+        "model.mlp_dim=64", "model.heads=4", "epochs=2", "batch_size=32", "monitor.block_every=0",
+        "optim.lr=1e4", "stabilizers.clip_grad_norm=0",
+    ];
+    let args = train_sets(&run, &sets);
+    let out = vitlab(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(summary["exit_cause"], "exploded");
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["exit_cause"], "exploded");
+    assert!(results["explosion"]["step"].as_u64().is_some(), "{results}");
+}
+
+#[test]
+fn the_top_level_help_documents_the_exit_codes() {
+    let help = stdout(&vitlab(&["--help"]));
+    for code in ["0  finished", "1  error", "2  usage error", "3  vitlab train"] {
+        assert!(help.contains(code), "{code} in\n{help}");
+    }
+}

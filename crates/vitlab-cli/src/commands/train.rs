@@ -1,13 +1,16 @@
 //! `vitlab train`: train a classifier or a CycleGAN (`task`) from a TOML experiment config.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use vitlab::config::ExperimentConfig;
 use vitlab::train::progress::Progress;
-use vitlab::train::{Outcome, RunDir, Start};
+use vitlab::train::{ExitCause, Outcome, RunDir, Start};
 use vitlab::Error;
 
 #[derive(clap::Args)]
+#[command(after_help = "Exit status: 0 when the run finished (completed, stopped early or at max_steps), \
+3 when it stopped because it diverged (results.json records exit_cause \"exploded\"), 1 on an error, 2 on a usage error.")]
 pub struct Args {
     /// Experiment config (TOML; see configs/ and docs/CONFIG.md).
     #[arg(long, short)]
@@ -27,7 +30,9 @@ pub struct Args {
     quiet: bool,
 }
 
-pub fn run(args: Args) -> vitlab::Result<()> {
+/// Exit status 0 when the run finished (completed, stopped early or at `max_steps`),
+/// [`vitlab::sweep::EXIT_DIVERGED`] when it stopped because it diverged (`exploded`).
+pub fn run(args: Args) -> vitlab::Result<ExitCode> {
     let mut progress = Progress::new(args.quiet);
     let (run, results) = match args.resume {
         Some(dir) => {
@@ -53,6 +58,11 @@ pub fn run(args: Args) -> vitlab::Result<()> {
             (run, results)
         }
     };
+    let exit_cause = match &results {
+        Outcome::Classify(results) => &results.exit_cause,
+        Outcome::Cyclegan(results) => &results.exit_cause,
+    };
+    let status = if *exit_cause == ExitCause::Exploded { ExitCode::from(vitlab::sweep::EXIT_DIVERGED) } else { ExitCode::SUCCESS };
     let summary = match results {
         Outcome::Classify(results) => serde_json::json!({
             "run": run.root,
@@ -81,5 +91,5 @@ pub fn run(args: Args) -> vitlab::Result<()> {
         }),
     };
     println!("{}", serde_json::to_string_pretty(&summary).expect("json"));
-    Ok(())
+    Ok(status)
 }
