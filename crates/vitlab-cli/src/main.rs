@@ -8,8 +8,17 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// The exit statuses (README.md, "Exit codes"); clap itself exits with 2 on a usage error.
+const EXIT_CODES: &str = "Exit status:
+  0  finished (a training run completed, stopped early or reached max_steps)
+  1  error (a message on stderr says what)
+  2  usage error: an unknown flag, a missing argument or a value outside a flag's choices
+  3  vitlab train: the run stopped because it diverged (results.json records exit_cause \"exploded\")
+`sweep` and `stability` record diverged runs as results and go on: they exit 0 when every run
+ended (diverged or not), 1 when any run failed.";
+
 #[derive(Parser)]
-#[command(name = "vitlab", version, about = "Train, probe and compare Vision Transformers")]
+#[command(name = "vitlab", version, about = "Train, probe and compare Vision Transformers", after_help = EXIT_CODES)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -41,24 +50,29 @@ enum Command {
     Stability(commands::stability::Args),
 }
 
+/// Runs a command; its exit status when it ran to its end (see [`EXIT_CODES`]).
+fn run(command: Command) -> vitlab::Result<ExitCode> {
+    let finished = |result: vitlab::Result<()>| result.map(|()| ExitCode::SUCCESS);
+    match command {
+        Command::Models(args) => finished(commands::models::run(args)),
+        Command::Train(args) => commands::train::run(args),
+        Command::Translate(args) => finished(commands::translate::run(args)),
+        Command::Eval(args) => finished(commands::eval::run(args)),
+        Command::Predict(args) => finished(commands::predict::run(args)),
+        Command::Fid(args) => finished(commands::fid::run(args)),
+        Command::Bench(args) => finished(commands::bench::run(args)),
+        Command::Data(args) => finished(commands::data::run(args)),
+        Command::Sweep(args) => finished(commands::sweep::run(args)),
+        Command::Report(args) => finished(commands::report::run(args)),
+        Command::Stability(args) => finished(commands::stability::run(args)),
+    }
+}
+
 fn main() -> ExitCode {
     vitlab::backend::tune_allocator();
     let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Models(args) => commands::models::run(args),
-        Command::Train(args) => commands::train::run(args),
-        Command::Translate(args) => commands::translate::run(args),
-        Command::Eval(args) => commands::eval::run(args),
-        Command::Predict(args) => commands::predict::run(args),
-        Command::Fid(args) => commands::fid::run(args),
-        Command::Bench(args) => commands::bench::run(args),
-        Command::Data(args) => commands::data::run(args),
-        Command::Sweep(args) => commands::sweep::run(args),
-        Command::Report(args) => commands::report::run(args),
-        Command::Stability(args) => commands::stability::run(args),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
+    match run(cli.command) {
+        Ok(status) => status,
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE

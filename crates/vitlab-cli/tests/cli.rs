@@ -299,3 +299,84 @@ fn a_cyclegan_run_killed_at_any_moment_leaves_a_loadable_checkpoint_and_resumes(
     ];
     kill_and_resume(&run, train_sets(&run, &sets), 40);
 }
+
+/// A flag value outside its closed set is clap's usage error (exit 2) naming the flag and
+/// listing the accepted values, before any work (the paths need not exist).
+#[test]
+fn a_value_outside_a_flags_choices_is_a_usage_error_listing_them() {
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["translate", "run", "in.png", "--out", "o", "--direction", "sideways"], &["--direction", "a2b", "b2a"]),
+        (&["eval", "run", "--split", "val"], &["--split", "test", "train"]),
+        (&["eval", "run", "--backend", "gpu"], &["--backend", "flex", "tch", "tch-cuda", "cuda"]),
+        (&["data", "bench", "d", "--augment", "heavy"], &["--augment", "standard", "paper", "none"]),
+        (&["data", "bench", "d", "--normalize", "unit"], &["--normalize", "cifar", "imagenet", "minus-one-one"]),
+        (&["stability", "--model-preset", "released"], &["--model-preset", "default", "paper"]),
+        (&["stability", "--blocks", "vit,vit23"], &["--blocks", "vit22b-nonorm", "vit22b-code"]),
+        (&["stability", "--stabilizers", "none,dropout"], &["--stabilizers", "clip", "z-loss"]),
+        (&["bench", "--discriminator", "unet"], &["--discriminator", "patchgan", "released"]),
+        (&["bench", "--backend", "gpu"], &["--backend", "all", "flex", "tch-cuda"]),
+        (&["bench", "--only", "both"], &["--only", "train", "infer"]),
+        (&["fid", "a", "b", "--feature", "1000"], &["--feature", "64", "192", "768", "2048"]),
+        (&["models", "--preset", "fancy"], &["--preset", "default", "paper"]),
+    ];
+    for (args, expected) in cases {
+        let out = vitlab(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("invalid value") && err.contains("possible values"), "{args:?}: {err}");
+        for e in *expected {
+            assert!(err.contains(e), "{args:?}: {e} not in {err}");
+        }
+    }
+    // `--help` says what each value means.
+    let help = stdout(&vitlab(&["eval", "--help"]));
+    assert!(help.contains("Compute backend") && help.contains("tch-cuda:") && help.contains("train:"), "{help}");
+}
+
+#[test]
+fn train_needs_out_or_resume_and_not_both() {
+    for args in [
+        &["train", "--set", "data.path=synthetic"][..],
+        &["train", "--config", "/nonexistent.toml"],
+        &["train", "--resume", "/tmp/never", "--out", "/tmp/never2"],
+    ] {
+        let out = vitlab(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("--out") && err.contains("Usage:"), "{args:?}: {err}");
+    }
+    // An error past the flags (here a run directory without a run) is exit 1.
+    let dir = tempfile::tempdir().unwrap();
+    let out = vitlab(&["train", "--resume", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A run that diverges exits with 3 (a finished one with 0), and still records why.
+#[test]
+fn a_diverging_training_run_exits_with_3_and_records_the_explosion() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("boom");
+    let sets = [
+        "data.path=synthetic", "data.synthetic_train=256", "data.synthetic_test=64", "data.synthetic_size=16",
+        "data.val_size=64", "model.image_size=16", "model.patch_size=4", "model.depth=2", "model.dim=32",
+        "model.mlp_dim=64", "model.heads=4", "epochs=2", "batch_size=32", "monitor.block_every=0",
+        "optim.lr=1e4", "stabilizers.clip_grad_norm=0",
+    ];
+    let args = train_sets(&run, &sets);
+    let out = vitlab(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(summary["exit_cause"], "exploded");
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["exit_cause"], "exploded");
+    assert!(results["explosion"]["step"].as_u64().is_some(), "{results}");
+}
+
+#[test]
+fn the_top_level_help_documents_the_exit_codes() {
+    let help = stdout(&vitlab(&["--help"]));
+    for code in ["0  finished", "1  error", "2  usage error", "3  vitlab train"] {
+        assert!(help.contains(code), "{code} in\n{help}");
+    }
+}

@@ -179,9 +179,11 @@ fn bad_inputs_are_one_line_errors_naming_the_path() {
     let e = error_of(&["fid", s(&other), s(&fake), "--weights", s(w), "--quiet"]);
     assert!(e.contains(s(&other)) && e.contains("--save-stats"), "{e}");
 
-    // Bad option values name the option.
-    let e = error_of(&["fid", s(&real), s(&fake), "--feature", "100"]);
-    assert!(e.contains("--feature") && e.contains("2048"), "{e}");
-    let e = error_of(&["fid", s(&real), s(&fake), "--preprocess", "clean-fid"]);
-    assert!(e.contains("--preprocess"), "{e}");
+    // Bad option values are usage errors (exit 2) naming the option and its values.
+    for (option, value, listed) in [("--feature", "100", "2048"), ("--preprocess", "clean-fid", "torch-fidelity")] {
+        let out = vitlab(&["fid", s(&real), s(&fake), option, value]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.starts_with("error: ") && err.contains(option) && err.contains(listed), "{err}");
+    }
 }

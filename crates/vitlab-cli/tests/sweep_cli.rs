@@ -132,3 +132,27 @@ fn stability_plans_blocks_by_stabilisers_by_seeds_and_runs_a_small_study() {
     }
     assert!(out.join("report/figures/stability.png").exists());
 }
+
+/// A diverging run is a result of a sweep, not a failure, also when it ran as a child
+/// process (which exits with 3): the sweep records `exploded` and exits 0.
+#[test]
+fn a_parallel_sweep_records_a_diverging_run_and_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    let args = [
+        &["sweep", "--grid", "optim.lr=1e-3,1e4", "--jobs", "2", "--out", out.to_str().unwrap(), "--quiet"],
+        TINY,
+        &["--set", "data.synthetic_train=128", "--set", "epochs=2", "--set", "stabilizers.clip_grad_norm=0"],
+    ]
+    .concat();
+    let o = vitlab(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let cause = |cell: &str| {
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join(cell).join("seed=0/results.json")).unwrap()).unwrap();
+        r["exit_cause"].clone()
+    };
+    assert_eq!(cause("lr=1e-3"), "completed");
+    assert_eq!(cause("lr=1e4"), "exploded");
+    assert!(!text(&o).contains("FAILED"), "{}", text(&o));
+}

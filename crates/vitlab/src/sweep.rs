@@ -378,6 +378,10 @@ pub fn run_state(run: &RunDir) -> RunState {
     }
 }
 
+/// The exit status of `vitlab train` for a run that stopped because it diverged
+/// ([`ExitCause::Exploded`], recorded in its results); 0 is a run that finished otherwise.
+pub const EXIT_DIVERGED: u8 = 3;
+
 /// How runs are executed.
 #[derive(Clone, Debug)]
 pub enum Runner {
@@ -385,7 +389,9 @@ pub enum Runner {
     InProcess { quiet: bool },
     /// As child processes `PROGRAM train ...` (the vitlab binary), `jobs` at a
     /// time, each logging to `RUN_DIR/train.log`. Unless `RAYON_NUM_THREADS` is
-    /// set, each child gets `cores / jobs` compute threads.
+    /// set, each child gets `cores / jobs` compute threads. A child's exit status
+    /// 0 or [`EXIT_DIVERGED`] with results written is a run that ended (an exploded
+    /// run is a result of the sweep, not a failure); anything else failed.
     Subprocess { program: PathBuf },
 }
 
@@ -670,8 +676,9 @@ fn execute(
                 .stderr(Stdio::from(log_err))
                 .status()
                 .map_err(|e| Error::io(program, e))?;
-            // `vitlab train` exits 3 for a run that diverged: finished, with its results.
-            if (status.success() || status.code() == Some(3)) && run.results().exists() {
+            // `vitlab train` exits EXIT_DIVERGED for a run that diverged: finished, with its results.
+            let ended = status.success() || status.code() == Some(EXIT_DIVERGED.into());
+            if ended && run.results().exists() {
                 return read_results(run);
             }
             let text = fs::read_to_string(&log_path).unwrap_or_default();

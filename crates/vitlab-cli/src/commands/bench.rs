@@ -11,7 +11,11 @@ use vitlab::data::{Augment, Normalize};
 use vitlab::models::{BlockVariant, ModelConfig, Size};
 use vitlab::Error;
 
-use super::{render_table, Format};
+use clap::builder::PossibleValue;
+use clap::ValueEnum;
+use vitlab::models::DiscriminatorKind;
+
+use super::{render_table, value_name, BackendArg, Format};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -34,9 +38,9 @@ pub struct Args {
     /// Inference batch size.
     #[arg(long, default_value_t = 256)]
     infer_batch: usize,
-    /// flex, tch, tch-cuda, cuda, or all (every backend compiled in).
-    #[arg(long, default_value = "all")]
-    backend: String,
+    /// The backends to measure, each in its own process.
+    #[arg(long, value_enum, default_value_t = BenchBackend::All)]
+    backend: BenchBackend,
     /// Timed steps per measurement (after the warm-up).
     #[arg(long, default_value_t = 10)]
     steps: usize,
@@ -45,9 +49,9 @@ pub struct Args {
     /// Rounds; each round runs every stack once, alternating, and steps are pooled.
     #[arg(long, default_value_t = 1)]
     rounds: usize,
-    /// Only train or infer (default: both).
-    #[arg(long)]
-    only: Option<String>,
+    /// Only this measurement (default: both, or the only one the model has).
+    #[arg(long, value_enum)]
+    only: Option<ModeArg>,
     /// Also run the same model in PyTorch (tools/bench_pytorch.py) and print ratios.
     #[arg(long)]
     against_pytorch: bool,
@@ -65,14 +69,73 @@ pub struct Args {
     /// CycleGAN bench: the generators' refiner width.
     #[arg(long, default_value_t = 64)]
     refiner_width: usize,
-    /// CycleGAN bench: patchgan or released.
-    #[arg(long, default_value = "patchgan")]
-    discriminator: String,
+    /// CycleGAN bench: the discriminators.
+    #[arg(long, value_enum, default_value_t = DiscriminatorArg::Patchgan)]
+    discriminator: DiscriminatorArg,
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
     /// Internal: run one measurement in this process and print it as JSON.
     #[arg(long, hide = true)]
     child: Option<String>,
+}
+
+/// `--backend`: one backend, or `all`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BenchBackend {
+    All,
+    One(BackendArg),
+}
+
+impl ValueEnum for BenchBackend {
+    fn value_variants<'a>() -> &'a [Self] {
+        use BackendArg::*;
+        &[BenchBackend::All, BenchBackend::One(Flex), BenchBackend::One(Tch), BenchBackend::One(TchCuda), BenchBackend::One(Cuda)]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        match self {
+            BenchBackend::All => {
+                Some(PossibleValue::new("all").help("Every CPU backend compiled into this binary (flex; tch with `--features tch`)"))
+            }
+            BenchBackend::One(b) => b.to_possible_value(),
+        }
+    }
+}
+
+/// `--only`: [`Mode`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum ModeArg {
+    /// Training steps: forward, backward and the optimiser (--batch images).
+    Train,
+    /// Inference: forward passes without gradients (--infer-batch images).
+    Infer,
+}
+
+impl From<ModeArg> for Mode {
+    fn from(m: ModeArg) -> Self {
+        match m {
+            ModeArg::Train => Mode::Train,
+            ModeArg::Infer => Mode::Infer,
+        }
+    }
+}
+
+/// `--discriminator`: [`DiscriminatorKind`] with help per value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum DiscriminatorArg {
+    /// The 70x70 PatchGAN of pix2pix/CycleGAN.
+    Patchgan,
+    /// The paper's released discriminator.
+    Released,
+}
+
+impl From<DiscriminatorArg> for DiscriminatorKind {
+    fn from(d: DiscriminatorArg) -> Self {
+        match d {
+            DiscriminatorArg::Patchgan => DiscriminatorKind::Patchgan,
+            DiscriminatorArg::Released => DiscriminatorKind::Released,
+        }
+    }
 }
 
 fn model_config(args: &Args) -> vitlab::Result<ModelConfig> {
@@ -113,7 +176,7 @@ fn cyclegan_config(args: &Args) -> vitlab::Result<Option<vitlab::config::Experim
         "optim.betas=[0.5, 0.999]".into(),
         "optim.weight_decay=0.0".into(),
         format!("cyclegan.refiner_width={}", args.refiner_width),
-        format!("cyclegan.discriminator={}", args.discriminator),
+        format!("cyclegan.discriminator={}", DiscriminatorKind::from(args.discriminator)),
     ];
     if let Some(d) = args.depth {
         sets.push(format!("model.depth={d}"));
@@ -208,18 +271,18 @@ pub fn run(args: Args) -> vitlab::Result<()> {
     }
     let gan = cyclegan_config(&args)?.is_some();
     let c = if is_inception(&args) || gan { None } else { Some(model_config(&args)?) };
-    let backends: Vec<Backend> = if args.backend == "all" {
-        Backend::compiled_cpu()
-    } else {
-        vec![args.backend.parse()?]
+    let backends: Vec<Backend> = match args.backend {
+        BenchBackend::All => Backend::compiled_cpu(),
+        BenchBackend::One(b) => vec![b.into()],
     };
-    let modes: Vec<&str> = match args.only.as_deref() {
+    let modes: Vec<&str> = match args.only.map(Mode::from) {
         None if gan => vec!["train"],
         None if c.is_none() => vec!["infer"],
         None => vec!["train", "infer"],
-        Some("train") if c.is_none() => return Err(Error::config("--only", "inception-fid is inference only")),
-        Some(m @ ("train" | "infer")) => vec![m],
-        Some(other) => return Err(Error::config("--only", format!("{other:?}: expected train or infer"))),
+        Some(Mode::Train) if is_inception(&args) => return Err(Error::config("--only", "inception-fid is inference only")),
+        Some(Mode::Infer) if gan => return Err(Error::config("--only", "a CycleGAN bench times training iterations only")),
+        Some(Mode::Train) => vec!["train"],
+        Some(Mode::Infer) => vec!["infer"],
     };
     let exe = std::env::current_exe().map_err(|e| Error::io("vitlab", e))?;
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tools/bench_pytorch.py");
@@ -245,7 +308,7 @@ pub fn run(args: Args) -> vitlab::Result<()> {
                     "--steps".into(), args.steps.to_string(),
                     "--warmup".into(), args.warmup.to_string(),
                     "--refiner-width".into(), args.refiner_width.to_string(),
-                    "--discriminator".into(), args.discriminator.clone(),
+                    "--discriminator".into(), value_name(&args.discriminator),
                 ];
                 let mut common = common.to_vec();
                 if let Some(d) = args.depth {
@@ -304,7 +367,7 @@ fn report(args: &Args, c: Option<&ModelConfig>, gan: bool, results: &[Measuremen
             if gan {
                 println!(
                     "CycleGAN iteration ({} generators at {} px, patch {}, refiner {}, {} discriminators), batch {} per domain; median of {} steps per stack",
-                    args.model, args.image_size, args.patch_size, args.refiner_width, args.discriminator, args.batch, args.steps * args.rounds
+                    args.model, args.image_size, args.patch_size, args.refiner_width, value_name(&args.discriminator), args.batch, args.steps * args.rounds
                 );
             } else if c.is_some() {
                 println!(
@@ -337,5 +400,16 @@ fn report(args: &Args, c: Option<&ModelConfig>, gan: bool, results: &[Measuremen
                 .collect();
             println!("{}", render_table(&header, &table));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::assert_mirrors;
+    use vitlab::models::DiscriminatorKind;
+
+    #[test]
+    fn discriminator_spells_the_library_names() {
+        assert_mirrors::<super::DiscriminatorArg, DiscriminatorKind>(DiscriminatorKind::ALL.len(), |s| s.parse().ok());
     }
 }

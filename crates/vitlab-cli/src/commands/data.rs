@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use vitlab::data::autoaugment::Op;
 use vitlab::data::download;
 use vitlab::data::loader::{Loader, LoaderConfig};
 use vitlab::data::{make_unpaired, open_with, Augment, CacheStatus, Dataset, Normalize, OpenOptions, UnpairedOptions};
@@ -51,12 +52,12 @@ enum DataCommand {
         /// How long to run.
         #[arg(long, default_value_t = 10.0)]
         seconds: f64,
-        /// Augmentation preset: standard (crop pad 4 + hflip 0.5), paper (flips 0.33/0.33), none.
-        #[arg(long, default_value = "standard")]
-        augment: String,
-        /// Normalisation preset: cifar, imagenet, minus-one-one.
-        #[arg(long, default_value = "cifar")]
-        normalize: String,
+        /// Augmentation preset.
+        #[arg(long, value_enum, default_value_t = AugmentPreset::Standard)]
+        augment: AugmentPreset,
+        /// Normalisation preset.
+        #[arg(long, value_enum, default_value_t = NormalizeArg::Cifar)]
+        normalize: NormalizeArg,
         /// Take the augmentation, normalisation and label smoothing of this experiment config
         /// instead of --augment / --normalize (e.g. configs/strong-cifar10.toml).
         #[arg(long, conflicts_with_all = ["augment", "normalize"])]
@@ -91,10 +92,9 @@ enum DataCommand {
     Augment {
         /// A JPEG or PNG file.
         image: PathBuf,
-        /// identity, shear_x, shear_y, translate_x, translate_y, rotate, brightness, color,
-        /// contrast, sharpness, posterize, solarize, autocontrast, equalize, invert.
-        #[arg(long)]
-        op: String,
+        /// The operation (torchvision's, in snake case).
+        #[arg(long, value_enum)]
+        op: OpArg,
         /// The operation's own value: shear factor, pixels, degrees, enhancement factor minus 1,
         /// bits kept, solarize threshold (ignored by identity, autocontrast, equalize, invert).
         #[arg(long, allow_hyphen_values = true, default_value_t = 0.0)]
@@ -139,8 +139,114 @@ enum DataCommand {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum InfoFormat {
+    /// Lines of text and a table of classes.
     Table,
+    /// Pretty-printed JSON.
     Json,
+}
+
+/// `data bench --augment`: a fixed augmentation ([`Augment`]'s constructors).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum AugmentPreset {
+    /// Random crop with 4 px padding and a horizontal flip with probability 0.5.
+    Standard,
+    /// The paper's: horizontal and vertical flips, each with probability 0.33.
+    Paper,
+    /// No augmentation.
+    None,
+}
+
+impl From<AugmentPreset> for Augment {
+    fn from(a: AugmentPreset) -> Self {
+        match a {
+            AugmentPreset::Standard => Augment::standard(),
+            AugmentPreset::Paper => Augment::paper(),
+            AugmentPreset::None => Augment::none(),
+        }
+    }
+}
+
+/// `data bench --normalize`: the named [`Normalize`] presets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum NormalizeArg {
+    /// CIFAR's mean and std (the paper's).
+    Cifar,
+    /// ImageNet's mean and std.
+    Imagenet,
+    /// To [-1, 1]: mean 0.5, std 0.5.
+    MinusOneOne,
+}
+
+impl From<NormalizeArg> for Normalize {
+    fn from(n: NormalizeArg) -> Self {
+        match n {
+            NormalizeArg::Cifar => Normalize::Cifar,
+            NormalizeArg::Imagenet => Normalize::Imagenet,
+            NormalizeArg::MinusOneOne => Normalize::MinusOneOne,
+        }
+    }
+}
+
+/// `data augment --op`: a policy operation ([`Op`]) with the meaning of its `--magnitude`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum OpArg {
+    /// The image unchanged.
+    Identity,
+    /// Horizontal shear; magnitude: the shear factor.
+    #[value(name = "shear_x")]
+    ShearX,
+    /// Vertical shear; magnitude: the shear factor.
+    #[value(name = "shear_y")]
+    ShearY,
+    /// Horizontal shift; magnitude: pixels.
+    #[value(name = "translate_x")]
+    TranslateX,
+    /// Vertical shift; magnitude: pixels.
+    #[value(name = "translate_y")]
+    TranslateY,
+    /// Rotation; magnitude: degrees.
+    Rotate,
+    /// Brightness; magnitude: the enhancement factor minus 1.
+    Brightness,
+    /// Saturation; magnitude: the enhancement factor minus 1.
+    Color,
+    /// Contrast; magnitude: the enhancement factor minus 1.
+    Contrast,
+    /// Sharpness; magnitude: the enhancement factor minus 1.
+    Sharpness,
+    /// Fewer bits per channel; magnitude: the bits kept.
+    Posterize,
+    /// Inverts pixels above a threshold; magnitude: the threshold.
+    Solarize,
+    /// Stretches each channel to the full range.
+    #[value(name = "autocontrast")]
+    AutoContrast,
+    /// Equalises each channel's histogram.
+    Equalize,
+    /// Inverts every pixel.
+    Invert,
+}
+
+impl From<OpArg> for Op {
+    fn from(o: OpArg) -> Self {
+        match o {
+            OpArg::Identity => Op::Identity,
+            OpArg::ShearX => Op::ShearX,
+            OpArg::ShearY => Op::ShearY,
+            OpArg::TranslateX => Op::TranslateX,
+            OpArg::TranslateY => Op::TranslateY,
+            OpArg::Rotate => Op::Rotate,
+            OpArg::Brightness => Op::Brightness,
+            OpArg::Color => Op::Color,
+            OpArg::Contrast => Op::Contrast,
+            OpArg::Sharpness => Op::Sharpness,
+            OpArg::Posterize => Op::Posterize,
+            OpArg::Solarize => Op::Solarize,
+            OpArg::AutoContrast => Op::AutoContrast,
+            OpArg::Equalize => Op::Equalize,
+            OpArg::Invert => Op::Invert,
+        }
+    }
 }
 
 #[derive(clap::Args)]
@@ -189,13 +295,14 @@ pub fn run(args: Args) -> vitlab::Result<()> {
             open,
         } => match config {
             Some(c) => bench_config(path, batch, workers, seconds, &c, &open),
-            None => bench(path, batch, workers, seconds, &augment, &normalize, &open),
+            None => bench(path, batch, workers, seconds, augment.into(), normalize.into(), &open),
         },
         DataCommand::Preview { path, config, set, out, count, epoch, open } => {
             super::data_preview::preview(path, &config, &set, &out, count, epoch, &open.options())
         }
         DataCommand::Augment { image, op, magnitude, out } => {
-            vitlab::data::preview::augment_file(&image, &op, magnitude, &out)?;
+            let op = Op::from(op);
+            vitlab::data::preview::augment_file(&image, op.name(), magnitude, &out)?;
             println!("{} ({op} at {magnitude}) -> {}", image.display(), out.display());
             Ok(())
         }
@@ -352,27 +459,10 @@ fn bench(
     batch: usize,
     workers: usize,
     seconds: f64,
-    augment: &str,
-    normalize: &str,
+    augment: Augment,
+    normalize: Normalize,
     open: &OpenArgs,
 ) -> vitlab::Result<()> {
-    let augment = match augment {
-        "standard" => Augment::standard(),
-        "paper" => Augment::paper(),
-        "none" => Augment::none(),
-        other => return Err(vitlab::Error::config("augment", format!("{other:?} is not standard, paper or none"))),
-    };
-    let normalize = match normalize {
-        "cifar" => Normalize::Cifar,
-        "imagenet" => Normalize::Imagenet,
-        "minus-one-one" => Normalize::MinusOneOne,
-        other => {
-            return Err(vitlab::Error::config(
-                "normalize",
-                format!("{other:?} is not cifar, imagenet or minus-one-one"),
-            ))
-        }
-    };
     if batch == 0 {
         return Err(vitlab::Error::config("batch", "must be positive"));
     }
@@ -429,4 +519,18 @@ fn run_bench(ds: Dataset, config: LoaderConfig, seconds: f64) -> vitlab::Result<
         m.seconds
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::assert_mirrors;
+    use vitlab::data::autoaugment::Op;
+    use vitlab::data::Normalize;
+
+    #[test]
+    fn op_and_normalize_spell_the_library_names() {
+        assert_mirrors::<super::OpArg, Op>(Op::ALL.len(), |s| s.parse().ok());
+        // Normalize's presets (not `custom`), by their config spelling.
+        assert_mirrors::<super::NormalizeArg, Normalize>(3, |s| serde_json::from_value(serde_json::json!(s)).ok());
+    }
 }

@@ -12,7 +12,7 @@ use vitlab::metrics::kid::{self, Kid};
 use vitlab::models::inception::Tap;
 use vitlab::Error;
 
-use super::parse_named_backend;
+use super::{BackendArg, BACKEND_HELP};
 
 #[derive(clap::Args)]
 #[command(after_help = "Weights: --weights PATH, else $VITLAB_FID_WEIGHTS, else \
@@ -23,23 +23,21 @@ pub struct Args {
     real: PathBuf,
     /// Generated images: a folder or a saved features file. Omit it with --save-stats.
     fake: Option<PathBuf>,
-    /// Feature layer: 64, 192, 768 or 2048 (standard FID; the paper uses torchmetrics' 64).
-    /// Default: the saved file's, else 2048.
-    #[arg(long)]
-    feature: Option<String>,
-    /// Preprocessing as pytorch-fid (default), torch-fidelity (= torchmetrics with antialias=False)
-    /// or torchmetrics (its default, antialias=True; the paper's FID). See docs/FID.md.
-    /// Default: the saved file's, else pytorch-fid.
-    #[arg(long)]
-    preprocess: Option<String>,
+    /// Feature layer, by its channels. Default: the saved file's, else 2048.
+    #[arg(long, value_enum)]
+    feature: Option<FeatureArg>,
+    /// Preprocessing: how images are resized to 299 x 299 (docs/FID.md). Default: the saved
+    /// file's, else pytorch-fid.
+    #[arg(long, value_enum)]
+    preprocess: Option<PreprocessArg>,
     /// The Inception weights file (safetensors from tools/convert_fid_inception.py, or pytorch-fid's .pth).
     #[arg(long)]
     weights: Option<PathBuf>,
     /// Images per forward pass.
     #[arg(long, default_value_t = 50)]
     batch: usize,
-    #[arg(long, default_value = "flex", value_parser = parse_named_backend)]
-    backend: Backend,
+    #[arg(long, value_enum, default_value_t = BackendArg::Flex, help = BACKEND_HELP)]
+    backend: BackendArg,
     /// Write the features of REAL to this file (safetensors) and stop; pass the file later instead of the folder.
     #[arg(long)]
     save_stats: Option<PathBuf>,
@@ -61,8 +59,59 @@ pub struct Args {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum TextOrJson {
+    /// Lines of text.
     Text,
+    /// Pretty-printed JSON.
     Json,
+}
+
+/// `--feature`: a feature layer of the Inception network ([`Tap`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum FeatureArg {
+    /// After the first max-pool (torchmetrics' `feature=64`, the paper's FID).
+    #[value(name = "64")]
+    F64,
+    /// After the second max-pool.
+    #[value(name = "192")]
+    F192,
+    /// After Mixed_6e (before the auxiliary classifier).
+    #[value(name = "768")]
+    F768,
+    /// The final average pool: standard FID.
+    #[value(name = "2048")]
+    F2048,
+}
+
+impl From<FeatureArg> for Tap {
+    fn from(f: FeatureArg) -> Self {
+        match f {
+            FeatureArg::F64 => Tap::F64,
+            FeatureArg::F192 => Tap::F192,
+            FeatureArg::F768 => Tap::F768,
+            FeatureArg::F2048 => Tap::F2048,
+        }
+    }
+}
+
+/// `--preprocess`: [`Resize`] with help per value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum PreprocessArg {
+    /// pytorch-fid's: bilinear, half-pixel centres, no antialiasing.
+    PytorchFid,
+    /// torch-fidelity's (= torchmetrics with antialias=False): TensorFlow 1's bilinear resize.
+    TorchFidelity,
+    /// torchmetrics' default (antialias=True; the paper's FID): bilinear with antialiasing.
+    Torchmetrics,
+}
+
+impl From<PreprocessArg> for Resize {
+    fn from(p: PreprocessArg) -> Self {
+        match p {
+            PreprocessArg::PytorchFid => Resize::PytorchFid,
+            PreprocessArg::TorchFidelity => Resize::TorchFidelity,
+            PreprocessArg::Torchmetrics => Resize::Torchmetrics,
+        }
+    }
 }
 
 /// One side's features, from a folder or a saved file.
@@ -72,8 +121,8 @@ struct Side {
 }
 
 pub fn run(args: Args) -> vitlab::Result<()> {
-    let explicit_resize = args.preprocess.as_deref().map(|p| Resize::parse("--preprocess", p)).transpose()?;
-    let explicit_tap = args.feature.as_deref().map(|f| Tap::parse("--feature", f)).transpose()?;
+    let explicit_resize = args.preprocess.map(Resize::from);
+    let explicit_tap = args.feature.map(Tap::from);
     if args.save_stats.is_some() && args.fake.is_some() {
         return Err(Error::config("--save-stats", "takes one input (REAL) whose features it saves; drop FAKE"));
     }
@@ -126,7 +175,7 @@ pub fn run(args: Args) -> vitlab::Result<()> {
             (Some(s), _) => s,
             (None, files) => {
                 if extractor.is_none() {
-                    let device = args.backend.device()?;
+                    let device = Backend::from(args.backend).device()?;
                     extractor = Some(Extractor::load(args.weights.as_deref(), device, resize, args.batch)?);
                 }
                 let ex = extractor.as_ref().expect("loaded above");
@@ -156,7 +205,7 @@ pub fn run(args: Args) -> vitlab::Result<()> {
         .stats("the real images")
         .and_then(|a| fake.saved.stats("the generated images").map(|b| (a, b)))
         .and_then(|(a, b)| frechet_distance(&a, "the real images", &b, "the generated images"));
-    let device = args.backend.device()?;
+    let device = Backend::from(args.backend).device()?;
     let kid = kid::kid(
         &real.saved.features,
         &fake.saved.features,
@@ -247,5 +296,18 @@ fn print_result(
                 eprintln!("warning: {name} not computed: {e}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::assert_mirrors;
+    use vitlab::metrics::features::Resize;
+    use vitlab::models::inception::Tap;
+
+    #[test]
+    fn feature_and_preprocess_spell_the_library_names() {
+        assert_mirrors::<super::FeatureArg, Tap>(Tap::ALL.len(), |s| Tap::parse("--feature", s).ok());
+        assert_mirrors::<super::PreprocessArg, Resize>(Resize::ALL.len(), |s| Resize::parse("--preprocess", s).ok());
     }
 }

@@ -2,7 +2,7 @@
 
 use vitlab::models::{param_count, BlockVariant, ModelConfig, Preset, Size, VitUnetConfig};
 
-use super::{parse_named, render_table, Format};
+use super::{render_table, Format, PresetArg};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -15,9 +15,9 @@ pub struct Args {
     /// Number of classes of the head.
     #[arg(long, default_value_t = 10)]
     num_classes: usize,
-    /// Model preset: `default` (vitlab) or `paper` (the released code's model).
-    #[arg(long, default_value = "default", value_parser = parse_named::<Preset>)]
-    preset: Preset,
+    /// Model preset.
+    #[arg(long, value_enum, default_value_t = PresetArg::Default)]
+    preset: PresetArg,
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
     /// List the image-to-image generators (ViTUnet, SPEC §4) instead of the
@@ -36,11 +36,12 @@ pub fn run(args: Args) -> vitlab::Result<()> {
         return generators(&args);
     }
     let (image_size, patch_size) = (args.image_size.unwrap_or(32), args.patch_size.unwrap_or(4));
+    let preset = Preset::from(args.preset);
     let mut rows = Vec::new();
     for &block in BlockVariant::ALL {
         for &size in Size::ALL {
             let config = ModelConfig::new(block, size)
-                .with_preset(args.preset)
+                .with_preset(preset)
                 .with_image(image_size, patch_size)
                 .with_classes(args.num_classes);
             config.validate()?;
@@ -66,7 +67,7 @@ pub fn run(args: Args) -> vitlab::Result<()> {
                 .collect();
             println!(
                 "preset {}, {} px, patch {}, {} classes",
-                args.preset, image_size, patch_size, args.num_classes
+                preset, image_size, patch_size, args.num_classes
             );
             println!("{}", render_table(&header, &table));
         }
@@ -87,7 +88,7 @@ pub fn run(args: Args) -> vitlab::Result<()> {
                         "block": c.block, "size": size, "depth": c.depth, "width": c.dim,
                         "mlp": c.mlp_dim, "heads": c.heads, "params": param_count(c),
                         "image_size": c.image_size, "patch_size": c.patch_size,
-                        "num_classes": c.num_classes, "preset": args.preset,
+                        "num_classes": c.num_classes, "preset": preset,
                     })
                 })
                 .collect();

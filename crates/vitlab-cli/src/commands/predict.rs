@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use vitlab::backend::Backend;
 use vitlab::train::classify::predict_files;
 
-use super::{parse_named_backend, Format, WeightsArg};
+use super::{BackendArg, Format, WeightsArg, BACKEND_HELP};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -17,8 +17,8 @@ pub struct Args {
     /// How many classes to show per image.
     #[arg(long, default_value_t = 5)]
     top: usize,
-    #[arg(long, default_value = "flex", value_parser = parse_named_backend)]
-    backend: Backend,
+    #[arg(long, value_enum, default_value_t = BackendArg::Flex, help = BACKEND_HELP)]
+    backend: BackendArg,
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
     /// Which weights: the EMA average when the checkpoint has one (auto), or one of them.
@@ -27,7 +27,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> vitlab::Result<()> {
-    let device = args.backend.device()?;
+    let device = Backend::from(args.backend).device()?;
     let preds = predict_files(&args.checkpoint, &args.images, args.top, args.weights.into(), &device)?;
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&preds).expect("json")),

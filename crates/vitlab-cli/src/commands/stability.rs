@@ -4,16 +4,65 @@
 
 use std::path::PathBuf;
 
+use clap::ValueEnum;
+use vitlab::models::{BlockVariant, Preset};
 use vitlab::sweep::{Axis, SweepSpec};
 
 use super::sweep::{finish, run_spec, write_report};
+use super::{value_name, PresetArg, Trimmed};
 
 /// The stabilisers compared, each a bundle of overrides (docs/CONFIG.md defines them).
-const STABILIZERS: [(&str, &[&str]); 3] = [
-    ("none", &[]),
-    ("clip", &["stabilizers.clip_grad_norm=1.0"]),
-    ("z-loss", &["stabilizers.z_loss=1e-4"]),
-];
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Stabilizer {
+    /// No stabiliser: the study's settings alone.
+    None,
+    /// Global gradient-norm clipping at 1.0.
+    Clip,
+    /// The z-loss on the logits, coefficient 1e-4.
+    ZLoss,
+}
+
+impl Stabilizer {
+    fn overrides(self) -> &'static [&'static str] {
+        match self {
+            Stabilizer::None => &[],
+            Stabilizer::Clip => &["stabilizers.clip_grad_norm=1.0"],
+            Stabilizer::ZLoss => &["stabilizers.z_loss=1e-4"],
+        }
+    }
+}
+
+/// `--blocks`: [`BlockVariant`] with help per value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum BlockArg {
+    /// Serial pre-norm ViT block.
+    #[value(name = "vit")]
+    Vit,
+    /// The ViT-22B parallel block: shared pre-norm, QK-norm.
+    #[value(name = "vit22b")]
+    Vit22b,
+    /// The released code's first block (the paper's Figure 1): no norm in the block.
+    #[value(name = "vit22b-nonorm")]
+    Vit22bNoNorm,
+    /// The paper's fix: vit22b with a LayerNorm on the MLP branch output.
+    #[value(name = "vit22b-ln")]
+    Vit22bLn,
+    /// The released code's block: x + LN(Attn(x) + MLP(x)).
+    #[value(name = "vit22b-code")]
+    Vit22bCode,
+}
+
+impl From<BlockArg> for BlockVariant {
+    fn from(b: BlockArg) -> Self {
+        match b {
+            BlockArg::Vit => BlockVariant::Vit,
+            BlockArg::Vit22b => BlockVariant::Vit22b,
+            BlockArg::Vit22bNoNorm => BlockVariant::Vit22bNoNorm,
+            BlockArg::Vit22bLn => BlockVariant::Vit22bLn,
+            BlockArg::Vit22bCode => BlockVariant::Vit22bCode,
+        }
+    }
+}
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -37,17 +86,16 @@ pub struct Args {
     /// The first seed.
     #[arg(long, default_value_t = 0)]
     seed_base: u64,
-    /// Block variants, comma-separated.
-    #[arg(long, default_value = "vit,vit22b,vit22b-nonorm,vit22b-ln,vit22b-code")]
-    blocks: String,
-    /// Stabilisers, comma-separated: none, clip (global grad-norm clipping at
-    /// 1.0), z-loss (coefficient 1e-4).
-    #[arg(long, default_value = "none,clip,z-loss")]
-    stabilizers: String,
-    /// Model preset: `paper` (the released code's models, the ones that
-    /// exploded) or `default`.
-    #[arg(long, default_value = "paper")]
-    model_preset: String,
+    /// Block variants, comma-separated (in this order).
+    #[arg(long, value_delimiter = ',', value_parser = Trimmed::<BlockArg>::new(),
+          default_value = "vit,vit22b,vit22b-nonorm,vit22b-ln,vit22b-code")]
+    blocks: Vec<BlockArg>,
+    /// Stabilisers, comma-separated.
+    #[arg(long, value_delimiter = ',', value_parser = Trimmed::<Stabilizer>::new(), default_value = "none,clip,z-loss")]
+    stabilizers: Vec<Stabilizer>,
+    /// Model preset (`paper`: the released code's models, the ones that exploded).
+    #[arg(long, value_enum, default_value_t = PresetArg::Paper)]
+    model_preset: PresetArg,
     /// Sweep directory; the report goes to OUT/report.
     #[arg(long, short, default_value = "runs/stability")]
     out: PathBuf,
@@ -97,7 +145,7 @@ pub fn run(args: Args) -> vitlab::Result<()> {
     .map(|s| s.to_string())
     .collect();
     overrides.push(format!("max_steps={}", args.steps));
-    overrides.push(format!("model.preset={}", args.model_preset));
+    overrides.push(format!("model.preset={}", Preset::from(args.model_preset)));
     if lrs.len() == 1 {
         overrides.push(format!("optim.lr={}", lrs[0]));
     }
@@ -114,12 +162,12 @@ pub fn run(args: Args) -> vitlab::Result<()> {
     if lrs.len() > 1 {
         grid.push(Axis::values("optim.lr", &lrs));
     }
-    grid.push(Axis::values("model.block", &list(&args.blocks)));
-    let wanted = list(&args.stabilizers);
-    let levels: Vec<(&str, &[&str])> = STABILIZERS.iter().filter(|(n, _)| wanted.iter().any(|w| w == n)).copied().collect();
-    if let Some(bad) = wanted.iter().find(|w| !STABILIZERS.iter().any(|(n, _)| n == w)) {
-        return Err(vitlab::Error::config("--stabilizers", format!("unknown stabiliser {bad:?}; expected none, clip, z-loss")));
-    }
+    let blocks: Vec<String> = args.blocks.iter().map(|&b| BlockVariant::from(b).name().to_string()).collect();
+    grid.push(Axis::values("model.block", &blocks));
+    // In their fixed order, each once.
+    let stabilizers: Vec<(String, Stabilizer)> =
+        Stabilizer::value_variants().iter().filter(|s| args.stabilizers.contains(s)).map(|s| (value_name(s), *s)).collect();
+    let levels: Vec<(&str, &[&str])> = stabilizers.iter().map(|(name, s)| (name.as_str(), s.overrides())).collect();
     grid.push(Axis::bundles("stabilizer", &levels));
 
     let spec = SweepSpec {
@@ -133,4 +181,14 @@ pub fn run(args: Args) -> vitlab::Result<()> {
     };
     write_report(&args.out, &args.out.join("report"), "Training stability", Some("model.block=vit"))?;
     finish(&summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use vitlab::models::BlockVariant;
+
+    #[test]
+    fn blocks_spell_the_library_names() {
+        super::super::tests::assert_mirrors::<super::BlockArg, BlockVariant>(BlockVariant::ALL.len(), |s| s.parse().ok());
+    }
 }

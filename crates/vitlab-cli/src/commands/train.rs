@@ -1,18 +1,21 @@
 //! `vitlab train`: train a classifier or a CycleGAN (`task`) from a TOML experiment config.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use vitlab::config::ExperimentConfig;
-use vitlab::train::{Outcome, RunDir, Start};
+use vitlab::train::{ExitCause, Outcome, RunDir, Start};
 use vitlab::Error;
 
 #[derive(clap::Args)]
+#[command(after_help = "Exit status: 0 when the run finished (completed, stopped early or at max_steps), \
+3 when it stopped because it diverged (results.json records exit_cause \"exploded\"), 1 on an error, 2 on a usage error.")]
 pub struct Args {
     /// Experiment config (TOML; see configs/ and docs/CONFIG.md).
     #[arg(long, short)]
     config: Option<PathBuf>,
     /// Run directory to create (config, metrics, checkpoints, results).
-    #[arg(long, short)]
+    #[arg(long, short, required_unless_present = "resume")]
     out: Option<PathBuf>,
     /// Override a config key, e.g. `--set optim.lr=3e-4` (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -26,7 +29,9 @@ pub struct Args {
     quiet: bool,
 }
 
-pub fn run(args: Args) -> vitlab::Result<()> {
+/// Exit status 0 when the run finished (completed, stopped early or at `max_steps`),
+/// [`vitlab::sweep::EXIT_DIVERGED`] when it stopped because it diverged (`exploded`).
+pub fn run(args: Args) -> vitlab::Result<ExitCode> {
     let mut progress = crate::progress::Bar::new(args.quiet);
     let (run, results) = match args.resume {
         Some(dir) => {
@@ -36,9 +41,7 @@ pub fn run(args: Args) -> vitlab::Result<()> {
         }
         None => {
             let config = ExperimentConfig::load(args.config.as_deref(), &args.overrides)?;
-            let out = args
-                .out
-                .ok_or_else(|| Error::config("--out", "a run directory is required (or --resume RUN_DIR)"))?;
+            let out = args.out.expect("clap requires --out without --resume");
             if out.join("checkpoints").join("latest.safetensors").exists() {
                 return Err(Error::config(
                     "--out",
@@ -54,6 +57,11 @@ pub fn run(args: Args) -> vitlab::Result<()> {
             (run, results)
         }
     };
+    let exit_cause = match &results {
+        Outcome::Classify(results) => &results.exit_cause,
+        Outcome::Cyclegan(results) => &results.exit_cause,
+    };
+    let status = if *exit_cause == ExitCause::Exploded { ExitCode::from(vitlab::sweep::EXIT_DIVERGED) } else { ExitCode::SUCCESS };
     let summary = match results {
         Outcome::Classify(results) => serde_json::json!({
             "run": run.root,
@@ -82,5 +90,5 @@ pub fn run(args: Args) -> vitlab::Result<()> {
         }),
     };
     println!("{}", serde_json::to_string_pretty(&summary).expect("json"));
-    Ok(())
+    Ok(status)
 }

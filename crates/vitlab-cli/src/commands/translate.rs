@@ -7,7 +7,7 @@ use vitlab::metrics::features::list_images;
 use vitlab::train::cyclegan::{load_generator, translate_files, Direction};
 use vitlab::Error;
 
-use super::parse_named_backend;
+use super::{value_name, BackendArg, BACKEND_HELP};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -16,21 +16,41 @@ pub struct Args {
     /// Image files or folders (searched recursively for .png/.jpg/.jpeg).
     #[arg(required = true)]
     inputs: Vec<PathBuf>,
-    /// a2b (the A -> B generator, G_A) or b2a (G_B).
-    #[arg(long)]
-    direction: String,
+    /// Which generator.
+    #[arg(long, value_enum)]
+    direction: DirectionArg,
     /// Folder for the translated PNGs (same names as the inputs).
     #[arg(long)]
     out: PathBuf,
     /// Side of the written images (default: the generator's size).
     #[arg(long)]
     size: Option<usize>,
-    #[arg(long, default_value = "flex", value_parser = parse_named_backend)]
-    backend: Backend,
+    #[arg(long, value_enum, default_value_t = BackendArg::Flex, help = BACKEND_HELP)]
+    backend: BackendArg,
+}
+
+/// `--direction`: [`Direction`] with help per value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum DirectionArg {
+    /// Domain A to domain B (the generator G_A).
+    #[value(name = "a2b")]
+    AToB,
+    /// Domain B to domain A (the generator G_B).
+    #[value(name = "b2a")]
+    BToA,
+}
+
+impl From<DirectionArg> for Direction {
+    fn from(d: DirectionArg) -> Self {
+        match d {
+            DirectionArg::AToB => Direction::AToB,
+            DirectionArg::BToA => Direction::BToA,
+        }
+    }
 }
 
 pub fn run(args: Args) -> vitlab::Result<()> {
-    let direction = Direction::parse(&args.direction)?;
+    let direction = Direction::from(args.direction);
     if args.size == Some(0) {
         return Err(Error::config("--size", "must be at least 1"));
     }
@@ -44,17 +64,26 @@ pub fn run(args: Args) -> vitlab::Result<()> {
             return Err(Error::data(input, "no such file or folder"));
         }
     }
-    let device = args.backend.device()?;
+    let device = Backend::from(args.backend).device()?;
     let (g, config, checkpoint) = load_generator(&args.run, direction, &device)?;
     let started = std::time::Instant::now();
     let written = translate_files(&g, &config, &files, &args.out, args.size, &device)?;
     eprintln!(
         "translated {} image(s) {} with {} in {:.1} s -> {}",
         written.len(),
-        args.direction,
+        value_name(&args.direction),
         checkpoint.display(),
         started.elapsed().as_secs_f64(),
         args.out.display()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn direction_spells_the_library_names() {
+        use vitlab::train::cyclegan::Direction;
+        super::super::tests::assert_mirrors::<super::DirectionArg, Direction>(2, |s| Direction::parse(s).ok());
+    }
 }
