@@ -89,8 +89,17 @@ pub fn run_spec(spec: &SweepSpec, out: &Path, jobs: usize, quiet: bool, dry_run:
 
 /// Writes the report of the sweep in `input` to `out`.
 pub fn write_report(input: &Path, out: &Path, title: &str, baseline: Option<&str>) -> vitlab::Result<()> {
-    let runs = report::load_runs(&[input.to_path_buf()])?;
     let parsed = baseline.map(report::parse_baseline).transpose()?;
+    let gan = report::cyclegan::load_runs(&[input.to_path_buf()])?;
+    if !gan.is_empty() {
+        // A CycleGAN sweep: FID_A / FID_B per cell.
+        let mut r = report::cyclegan::GanReport::build(title, gan, parsed)?;
+        r.notes.push(format!("Made by `{}`.", super::report::command_line()));
+        let written = r.write(out)?;
+        eprintln!("report: {}", written.first().map_or(out.to_path_buf(), |p| p.clone()).display());
+        return Ok(());
+    }
+    let runs = report::load_runs(&[input.to_path_buf()])?;
     // the sweep has run: a baseline that fits no cell costs the p-values, not the report
     let (mut r, baseline) = match Report::build(title, runs.clone(), parsed) {
         Ok(r) => (r, baseline),
@@ -128,11 +137,16 @@ pub fn finish(summary: &Summary) -> vitlab::Result<()> {
                 },
                 r.steps.map_or("-".into(), |s| s.to_string()),
                 r.test_top1.map_or("-".into(), |t| format!("{t:.4}")),
+                match (&r.score_name, r.score) {
+                    (Some(name), Some(s)) => format!("{name} {s:.4}"),
+                    _ => "-".into(),
+                },
                 r.explosion_step.map_or("-".into(), |s| s.to_string()),
             ]
         })
         .collect();
-    println!("{}", super::render_table(&["run", "action", "exit", "steps", "test top-1", "exploded at"], &rows));
+    let header = ["run", "action", "exit", "steps", "test top-1", "best score", "exploded at"];
+    println!("{}", super::render_table(&header, &rows));
     let failed = summary.failed();
     if failed > 0 {
         for r in summary.runs.iter().filter(|r| r.error.is_some()) {
