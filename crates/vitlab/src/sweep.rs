@@ -24,10 +24,10 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{parse_override, ExperimentConfig};
-use crate::models::weights::atomic_write;
 use crate::train::classify::{self, Results, Start};
 use crate::train::progress::Progress;
 use crate::train::{ExitCause, RunDir};
+use crate::util::fs::atomic_write;
 use crate::{Error, Result};
 
 /// One grid axis: a name and its levels. `--grid key=v1,v2` gives the axis

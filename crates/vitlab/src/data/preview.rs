@@ -9,7 +9,9 @@ use super::autoaugment::{self, Op};
 use super::loader::{Loader, LoaderConfig};
 use super::ImageSet;
 use crate::config::ExperimentConfig;
-use crate::models::weights::{atomic_write, HostTensor};
+use crate::models::weights::HostTensor;
+use crate::util::fs::atomic_write;
+use crate::util::png::encode_png;
 use crate::{Error, Result};
 
 /// The first `count` training images of `epoch` as the loader delivers them
@@ -80,6 +82,6 @@ pub fn augment_file(input: &Path, op: &str, magnitude: f32, out: &Path) -> Resul
     let img = super::decode::decode_file(input)?;
     let mut result = Vec::new();
     autoaugment::apply(op, magnitude, &img.chw, 3, img.h, img.w, &mut result);
-    let png = super::decode::encode_png(&result, 3, img.h, img.w).map_err(|e| Error::data(out, e))?;
+    let png = encode_png(&result, 3, img.h, img.w).map_err(|e| Error::data(out, e))?;
     atomic_write(out, &png)
 }

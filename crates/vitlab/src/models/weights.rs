@@ -8,13 +8,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
-use std::io::Write;
 use std::path::Path;
 
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::tensor::{Tensor, TensorData};
 use safetensors::{Dtype, SafeTensors};
 
+use crate::util::fs::atomic_write;
 use crate::{Error, Result};
 
 /// A float32 tensor on the host, in PyTorch layout.
@@ -182,23 +182,6 @@ pub fn write_safetensors(path: &Path, map: &TensorMap, metadata: HashMap<String,
     let meta = (!metadata.is_empty()).then_some(metadata);
     let buffer = safetensors::serialize(views, meta).map_err(|e| Error::weights(path, e.to_string()))?;
     atomic_write(path, &buffer)
-}
-
-/// Writes `bytes` to `path` through a synced temporary file and a rename.
-pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    result.map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        Error::io(path, e)
-    })
 }
 
 /// The native key of a parameter from its module path: burn's BatchNorm calls

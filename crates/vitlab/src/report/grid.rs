@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
-use image::ImageEncoder;
-
-use crate::models::weights::{atomic_write, HostTensor};
+use crate::models::weights::HostTensor;
+use crate::util::fs::atomic_write;
+use crate::util::png;
 use crate::{Error, Result};
 
 /// Pixels between tiles (white).
@@ -47,10 +47,7 @@ pub fn write_image_grid(path: &Path, columns: &[HostTensor]) -> Result<()> {
             }
         }
     }
-    let mut png = Vec::new();
-    image::codecs::png::PngEncoder::new(&mut png)
-        .write_image(&rgb, width as u32, height as u32, image::ExtendedColorType::Rgb8)
-        .map_err(|e| bad(e.to_string()))?;
+    let png = png::encode_interleaved(&rgb, 3, height, width).map_err(bad)?;
     atomic_write(path, &png)
 }
 

@@ -21,11 +21,11 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::config::ExperimentConfig;
-use crate::models::weights::atomic_write;
 use crate::stats::{mean, median, percentile, std_dev, welch_t_test};
 use crate::sweep::Manifest;
 use crate::train::classify::Results;
 use crate::train::{ExitCause, RunDir};
+use crate::util::fs::atomic_write;
 use crate::{Error, Result};
 
 /// One row of `steps.csv` (the per-step monitors).

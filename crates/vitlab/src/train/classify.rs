@@ -520,7 +520,7 @@ pub fn train_prepared(
         data: splits.description.clone(),
     };
     let json = serde_json::to_string_pretty(&results).expect("results serialise");
-    crate::models::weights::atomic_write(&run.results(), json.as_bytes())?;
+    crate::util::fs::atomic_write(&run.results(), json.as_bytes())?;
     Ok(results)
 }
 

@@ -713,7 +713,7 @@ pub fn train_prepared(
         data: task.data.description.clone(),
     };
     let json = serde_json::to_string_pretty(&results).expect("results serialise");
-    crate::models::weights::atomic_write(&run.results(), json.as_bytes())?;
+    crate::util::fs::atomic_write(&run.results(), json.as_bytes())?;
     Ok(results)
 }
 
@@ -802,8 +802,8 @@ pub fn translate_files(
                 }
                 _ => (side, img.chw),
             };
-            let png = crate::data::decode::encode_png(&pixels, 3, w, w).map_err(|m| Error::data(path, m))?;
-            crate::models::weights::atomic_write(path, &png)?;
+            let png = crate::util::png::encode_png(&pixels, 3, w, w).map_err(|m| Error::data(path, m))?;
+            crate::util::fs::atomic_write(path, &png)?;
         }
     }
     Ok(targets)

@@ -286,7 +286,7 @@ pub fn prepare(start: &Start, run: &RunDir) -> Result<(ExperimentConfig, Option<
         }
         (Start::Resume(_), None) => unreachable!("resume loads a checkpoint"),
     };
-    crate::models::weights::atomic_write(&run.config(), config.to_toml().as_bytes())?;
+    crate::util::fs::atomic_write(&run.config(), config.to_toml().as_bytes())?;
     Ok((config, checkpoint))
 }
 
@@ -345,7 +345,7 @@ impl Csv {
             text.push_str(&l);
             text.push('\n');
         }
-        crate::models::weights::atomic_write(path, text.as_bytes())?;
+        crate::util::fs::atomic_write(path, text.as_bytes())?;
         let file = OpenOptions::new().append(true).open(path).map_err(io)?;
         Ok(Csv { file })
     }
