@@ -18,6 +18,7 @@ pub mod models;
 pub mod report;
 pub mod stats;
 pub mod sweep;
+pub mod tensor_file;
 pub mod train;
 pub mod util;
 

@@ -34,7 +34,7 @@ pub fn preview(
             let from = j * ROWS;
             let to = (from + ROWS).min(n);
             data[..(to - from) * per].copy_from_slice(&images.data[from * per..to * per]);
-            vitlab::models::weights::HostTensor::new(vec![ROWS, ch, h, w], data)
+            vitlab::tensor_file::HostTensor::new(vec![ROWS, ch, h, w], data)
         })
         .collect();
     vitlab::report::grid::write_image_grid(out, &columns)?;

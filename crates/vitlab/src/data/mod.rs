@@ -22,7 +22,6 @@ pub mod folder;
 pub mod loader;
 pub mod make_unpaired;
 pub mod mix;
-pub mod pickle;
 pub mod preview;
 pub mod sampler;
 pub mod tiny_imagenet;

@@ -9,7 +9,7 @@ use super::autoaugment::{self, Op};
 use super::loader::{Loader, LoaderConfig};
 use super::ImageSet;
 use crate::config::ExperimentConfig;
-use crate::models::weights::HostTensor;
+use crate::tensor_file::HostTensor;
 use crate::util::fs::atomic_write;
 use crate::util::png::encode_png;
 use crate::{Error, Result};

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::models::weights::HostTensor;
+use crate::tensor_file::HostTensor;
 use crate::util::fs::atomic_write;
 use crate::util::png;
 use crate::{Error, Result};

@@ -38,8 +38,9 @@ use crate::data::{DataFormat, Dataset, ImageSet};
 use crate::metrics::features::{Extractor, Resize};
 use crate::metrics::fid::{frechet_distance, FeatureStats};
 use crate::models::inception::Tap;
-use crate::models::weights::{apply, collect, group, tensor_to_vec, HostTensor, TensorMap};
+use crate::models::weights::{apply, collect};
 use crate::models::{seeded, Discriminator, DiscriminatorConfig, VitUnet, VitUnetConfig};
+use crate::tensor_file::{group, tensor_to_vec, HostTensor, TensorMap};
 use crate::{Error, Result};
 
 /// The step columns of steps.csv (and their epoch means in metrics.csv).

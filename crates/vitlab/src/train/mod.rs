@@ -23,7 +23,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::config::ExperimentConfig;
-use crate::models::weights::TensorMap;
+use crate::tensor_file::TensorMap;
 use crate::{Error, Result};
 
 pub use checkpoint::Checkpoint;
