@@ -19,7 +19,7 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::dataset::{CoarseLabels, DataFormat, Decoded};
+use super::types::{CoarseLabels, DataFormat, Decoded};
 use super::ImageSet;
 use crate::tensor_file::pickle::{self, Value};
 use crate::{Error, Result};

@@ -29,8 +29,10 @@ pub mod unpaired;
 
 mod dataset;
 mod split;
+mod types;
 
-pub use dataset::{open, open_with, user_cache_dir, CacheStatus, CoarseLabels, DataFormat, Dataset, OpenOptions};
+pub use dataset::{open, open_with, user_cache_dir};
+pub use types::{CacheStatus, CoarseLabels, DataFormat, Dataset, OpenOptions};
 pub use make_unpaired::{make_unpaired, write_unpaired, UnpairedFolder, UnpairedOptions, UnpairedSummary};
 pub use augment::{Augment, AugmentPlan};
 pub use split::stratified_split;
