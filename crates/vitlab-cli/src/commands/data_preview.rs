@@ -37,7 +37,7 @@ pub fn preview(
             vitlab::tensor_file::HostTensor::new(vec![ROWS, ch, h, w], data)
         })
         .collect();
-    vitlab::report::grid::write_image_grid(out, &columns)?;
+    vitlab::data::grid::write_image_grid(out, &columns)?;
     println!("{} ({n} training images of epoch {epoch}, {} under [augment] of {}):", out.display(), path.display(), config.display());
     for (i, label) in labels.iter().enumerate() {
         println!("  row {} column {}: {label}", i % ROWS + 1, i / ROWS + 1);

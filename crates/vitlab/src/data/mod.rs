@@ -19,6 +19,7 @@ pub mod decode;
 pub mod download;
 pub mod erase;
 pub mod folder;
+pub mod grid;
 pub mod loader;
 pub mod make_unpaired;
 pub mod mix;

@@ -16,7 +16,7 @@ use crate::{Error, Result};
 
 /// The first `count` training images of `epoch` as the loader delivers them
 /// under `config` (its `[augment]`, `[data] normalize`, image size and seed),
-/// mapped back from the normalisation to `[-1, 1]` (for [`crate::report::grid`]),
+/// mapped back from the normalisation to `[-1, 1]` (for [`super::grid`]),
 /// with a label per image: the class name, or for a mixed batch the two classes
 /// with the most target weight and their weights.
 pub fn preview(set: Arc<ImageSet>, config: &ExperimentConfig, count: usize, epoch: u64) -> Result<(HostTensor, Vec<String>)> {

@@ -7,11 +7,9 @@
 //! `results.json`, an `error.txt` or a checkpoint); [`Report::build`] groups
 //! them into cells by the config keys that differ between runs (the seed
 //! aside); [`Report::write`] writes `report.md`, `report.html` (the same
-//! content), `report.json` (the numbers) and `figures/`. [`grid`] writes image
-//! grids (a generator's samples) as PNG.
+//! content), `report.json` (the numbers) and `figures/`.
 
 pub mod cyclegan;
-pub mod grid;
 pub mod plot;
 
 use std::collections::{BTreeMap, HashMap};

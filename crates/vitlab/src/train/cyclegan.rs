@@ -251,7 +251,7 @@ fn to_images(values: &[f32], n: usize, side: usize) -> Vec<Img> {
         .map(|i| Img {
             h: side,
             w: side,
-            chw: values[i * per..(i + 1) * per].iter().map(|&v| crate::report::grid::to_u8(v)).collect(),
+            chw: values[i * per..(i + 1) * per].iter().map(|&v| crate::data::grid::to_u8(v)).collect(),
         })
         .collect()
 }
@@ -406,7 +406,7 @@ impl CycleGan {
         let shape = vec![n, 3, side, side];
         let cols: Vec<HostTensor> =
             [ra, fb, rec_a, rb, fa, rec_b].into_iter().map(|d| HostTensor::new(shape.clone(), d)).collect();
-        crate::report::grid::write_image_grid(path, &cols)
+        crate::data::grid::write_image_grid(path, &cols)
     }
 
     fn pool_tensors(pool: &ImagePool, prefix: &str, out: &mut TensorMap) {

@@ -1,5 +1,6 @@
 //! Image grids as PNG: the sample sheets a generator trainer writes during
-//! training (SPEC §5: A, G_AB(A), B, G_BA(B), every 10 % of training).
+//! training (SPEC §5: A, G_AB(A), B, G_BA(B), every 10 % of training), and the
+//! grid of training images that `vitlab data preview` shows.
 
 use std::path::Path;
 
