@@ -195,7 +195,7 @@ pub fn run(args: Args) -> vitlab::Result<()> {
             super::data_preview::preview(path, &config, &set, &out, count, epoch, &open.options())
         }
         DataCommand::Augment { image, op, magnitude, out } => {
-            vitlab::data::preview::augment_file(&image, &op, magnitude, &out)?;
+            vitlab::train::preview::augment_file(&image, &op, magnitude, &out)?;
             println!("{} ({op} at {magnitude}) -> {}", image.display(), out.display());
             Ok(())
         }

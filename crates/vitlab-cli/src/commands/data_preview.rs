@@ -24,7 +24,7 @@ pub fn preview(
     let c = ExperimentConfig::load(Some(config), set)?;
     let path = path.unwrap_or_else(|| PathBuf::from(&c.data.path));
     let ds = open_with(&path, open)?;
-    let (images, labels) = vitlab::data::preview::preview(Arc::new(ds.train), &c, count, epoch)?;
+    let (images, labels) = vitlab::train::preview::preview(Arc::new(ds.train), &c, count, epoch)?;
     let [n, ch, h, w] = images.shape[..] else { unreachable!("preview returns NCHW") };
     let per = ch * h * w;
     // Column j holds images j*ROWS.. (the grid writer's layout); pad the last column.

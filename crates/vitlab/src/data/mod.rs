@@ -23,7 +23,6 @@ pub mod grid;
 pub mod loader;
 pub mod make_unpaired;
 pub mod mix;
-pub mod preview;
 pub mod sampler;
 pub mod tiny_imagenet;
 pub mod unpaired;

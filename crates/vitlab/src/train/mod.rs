@@ -12,6 +12,7 @@ pub mod cyclegan;
 pub mod ema;
 pub mod gan;
 pub mod optim;
+pub mod preview;
 pub mod progress;
 
 use std::collections::HashMap;
