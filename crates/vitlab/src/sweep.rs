@@ -341,7 +341,7 @@ pub fn check_same_config(run: &RunDir, planned: &ExperimentConfig) -> Result<()>
     }
     let saved = ExperimentConfig::load(Some(&path), &[])?;
     let flat = |c: &ExperimentConfig| -> std::collections::BTreeMap<String, String> {
-        crate::report::flatten_config(c)
+        crate::config::flatten_config(c)
             .into_iter()
             .filter(|(k, _)| !CHANGEABLE.contains(&k.as_str()) && !k.starts_with("checkpoint."))
             .collect()

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::config::ExperimentConfig;
+use crate::config::{flatten, flatten_config, ExperimentConfig};
 use crate::stats::{mean, median, percentile, std_dev, welch_t_test};
 use crate::sweep::Manifest;
 use crate::train::classify::Results;
@@ -158,33 +158,6 @@ pub fn read_epochs(run: &RunDir) -> Result<Vec<EpochRow>> {
             val_acc: r[4],
         })
         .collect())
-}
-
-/// Leaf keys of a TOML table, dotted, with values as text (strings unquoted).
-pub fn flatten(table: &toml::Table) -> BTreeMap<String, String> {
-    fn walk(prefix: &str, t: &toml::Table, out: &mut BTreeMap<String, String>) {
-        for (k, v) in t {
-            let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
-            match v {
-                toml::Value::Table(inner) => walk(&key, inner, out),
-                toml::Value::String(s) => {
-                    out.insert(key, s.clone());
-                }
-                other => {
-                    out.insert(key, other.to_string());
-                }
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk("", table, &mut out);
-    out
-}
-
-/// Leaf keys of a resolved config, as [`flatten`] gives them.
-pub(crate) fn flatten_config(config: &ExperimentConfig) -> BTreeMap<String, String> {
-    let table: toml::Table = toml::from_str(&config.to_toml()).expect("config round-trips");
-    flatten(&table)
 }
 
 /// Whether `run` is a run directory: a config and something a run leaves behind
