@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use crate::config::{flatten, flatten_config, ExperimentConfig};
 use crate::stats::{mean, median, percentile, std_dev, welch_t_test};
-use crate::sweep::Manifest;
+use crate::sweep::manifest::Manifest;
 use crate::train::classify::Results;
 use crate::train::{ExitCause, RunDir};
 use crate::util::fs::atomic_write;
