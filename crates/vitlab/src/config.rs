@@ -459,7 +459,7 @@ pub fn flatten(table: &toml::Table) -> BTreeMap<String, String> {
 
 /// Leaf keys of a resolved config, as [`flatten`] gives them: the flat view by
 /// which reports group runs into cells and sweeps compare a run's saved config.
-pub(crate) fn flatten_config(config: &ExperimentConfig) -> BTreeMap<String, String> {
+pub fn flatten_config(config: &ExperimentConfig) -> BTreeMap<String, String> {
     let table: toml::Table = toml::from_str(&config.to_toml()).expect("config round-trips");
     flatten(&table)
 }

@@ -10,6 +10,13 @@
 //! (see [`DataFormat`]), decodes it once, and caches the decoded dataset in a
 //! compact binary file ([`cache`]) that later starts read in a fraction of a
 //! second. `docs/DATA.md` describes the formats, the cache and the downloads.
+//!
+//! Layout: `dataset.rs` ([`open`]: detection and dispatch), `types.rs` (what
+//! the readers and `open` share: [`DataFormat`], [`OpenOptions`], [`Dataset`],
+//! ...), one file per reader ([`cifar`], [`folder`], [`unpaired`],
+//! [`tiny_imagenet`]), [`cache`], [`decode`] (image files), [`grid`] (PNG
+//! image grids), [`loader`] and what it applies ([`augment`],
+//! [`autoaugment`], [`mix`], [`erase`], [`sampler`]).
 
 pub mod augment;
 pub mod autoaugment;
