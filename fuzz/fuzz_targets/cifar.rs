@@ -5,7 +5,8 @@
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use vitlab::data::{cifar, pickle};
+use vitlab::data::cifar;
+use vitlab::tensor_file::pickle;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&which, rest)) = data.split_first() else { return };

@@ -13,8 +13,8 @@ use burn::tensor::{Device, Distribution, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
 use crate::config::OptimSection;
-use crate::models::weights::tensor_to_vec;
 use crate::models::{HeadKind, ModelConfig, Pool, Vit};
+use crate::tensor_file::tensor_to_vec;
 use crate::train::optim::Optimizer;
 use crate::Result;
 

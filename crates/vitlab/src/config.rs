@@ -1,7 +1,9 @@
 //! Experiment configuration: one TOML file (data, not code) plus `--set key=value`
 //! overrides. Every key is documented in docs/CONFIG.md; unknown keys and bad
-//! values are errors that name the key.
+//! values are errors that name the key. [`flatten_config`] gives a config's
+//! flat `key = value` view, which reports and sweeps compare runs by.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -490,6 +492,34 @@ pub fn parse_override(s: &str) -> Result<(String, String)> {
         .split_once('=')
         .ok_or_else(|| Error::config(s, "an override must look like key=value, e.g. optim.lr=3e-4"))?;
     Ok((k.trim().to_string(), v.trim().to_string()))
+}
+
+/// Leaf keys of a TOML table, dotted, with values as text (strings unquoted).
+pub fn flatten(table: &toml::Table) -> BTreeMap<String, String> {
+    fn walk(prefix: &str, t: &toml::Table, out: &mut BTreeMap<String, String>) {
+        for (k, v) in t {
+            let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+            match v {
+                toml::Value::Table(inner) => walk(&key, inner, out),
+                toml::Value::String(s) => {
+                    out.insert(key, s.clone());
+                }
+                other => {
+                    out.insert(key, other.to_string());
+                }
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk("", table, &mut out);
+    out
+}
+
+/// Leaf keys of a resolved config, as [`flatten`] gives them: the flat view by
+/// which reports group runs into cells and sweeps compare a run's saved config.
+pub fn flatten_config(config: &ExperimentConfig) -> BTreeMap<String, String> {
+    let table: toml::Table = toml::from_str(&config.to_toml()).expect("config round-trips");
+    flatten(&table)
 }
 
 impl ExperimentConfig {

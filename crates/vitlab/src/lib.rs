@@ -1,10 +1,24 @@
 //! vitlab: train, probe and compare Vision Transformers.
 //!
-//! The crate is organised by concern:
-//! - [`models`]: the model zoo (one configurable ViT definition, size presets,
-//!   block variants of the ViT-22B family) and weight files;
+//! The crate is organised by concern, listed from the ground up:
+//! - [`error`]: the error type every fallible API returns; [`stats`]: summary
+//!   statistics and tests for comparing runs;
+//! - [`util`]: helpers used everywhere: the seeded generator, crash-safe file
+//!   writes, PNG encoding;
 //! - [`backend`]: choosing the compute device (flex, LibTorch, CUDA) at run time;
-//! - [`error`]: the error type every fallible API returns.
+//! - [`tensor_file`]: tensors on the host and their files (safetensors, PyTorch
+//!   state dicts, the bounded pickle reader);
+//! - [`data`]: dataset readers, the decoded-dataset cache, downloads, the
+//!   augmenting batch loader, image grids;
+//! - [`models`]: the model zoo (one configurable ViT definition, size presets,
+//!   block variants of the ViT-22B family, the CycleGAN networks, the FID
+//!   Inception) and what weight files mean to it;
+//! - [`metrics`]: classification metrics, FID and KID;
+//! - [`config`]: experiment configs, `--set` overrides, a config's flat view;
+//! - [`train`]: the training loop, checkpoints, optimisers, the classification
+//!   and CycleGAN trainers, the augmentation preview;
+//! - [`bench`]: throughput benchmarks; [`sweep`]: grids of configs x seeds;
+//!   [`report`]: reports and figures over runs.
 //!
 //! Model code never names a backend: tensors carry their device.
 
@@ -18,6 +32,7 @@ pub mod models;
 pub mod report;
 pub mod stats;
 pub mod sweep;
+pub mod tensor_file;
 pub mod train;
 pub mod util;
 

@@ -302,7 +302,7 @@ pub fn run(args: Args) -> vitlab::Result<()> {
         }
         DataCommand::Augment { image, op, magnitude, out } => {
             let op = Op::from(op);
-            vitlab::data::preview::augment_file(&image, op.name(), magnitude, &out)?;
+            vitlab::train::preview::augment_file(&image, op.name(), magnitude, &out)?;
             println!("{} ({op} at {magnitude}) -> {}", image.display(), out.display());
             Ok(())
         }

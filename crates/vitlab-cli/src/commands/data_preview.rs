@@ -24,7 +24,7 @@ pub fn preview(
     let c = ExperimentConfig::load(Some(config), set)?;
     let path = path.unwrap_or_else(|| PathBuf::from(&c.data.path));
     let ds = open_with(&path, open)?;
-    let (images, labels) = vitlab::data::preview::preview(Arc::new(ds.train), &c, count, epoch)?;
+    let (images, labels) = vitlab::train::preview::preview(Arc::new(ds.train), &c, count, epoch)?;
     let [n, ch, h, w] = images.shape[..] else { unreachable!("preview returns NCHW") };
     let per = ch * h * w;
     // Column j holds images j*ROWS.. (the grid writer's layout); pad the last column.
@@ -34,10 +34,10 @@ pub fn preview(
             let from = j * ROWS;
             let to = (from + ROWS).min(n);
             data[..(to - from) * per].copy_from_slice(&images.data[from * per..to * per]);
-            vitlab::models::weights::HostTensor::new(vec![ROWS, ch, h, w], data)
+            vitlab::tensor_file::HostTensor::new(vec![ROWS, ch, h, w], data)
         })
         .collect();
-    vitlab::report::grid::write_image_grid(out, &columns)?;
+    vitlab::data::grid::write_image_grid(out, &columns)?;
     println!("{} ({n} training images of epoch {epoch}, {} under [augment] of {}):", out.display(), path.display(), config.display());
     for (i, label) in labels.iter().enumerate() {
         println!("  row {} column {}: {label}", i % ROWS + 1, i / ROWS + 1);

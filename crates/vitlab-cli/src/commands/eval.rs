@@ -86,7 +86,7 @@ pub fn run(args: Args) -> vitlab::Result<()> {
     });
     if let Some(out) = &args.out {
         let text = serde_json::to_string_pretty(&json).expect("json");
-        vitlab::models::weights::atomic_write(out, text.as_bytes())?;
+        vitlab::util::fs::atomic_write(out, text.as_bytes())?;
     }
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&json).expect("json")),

@@ -23,7 +23,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::dataset::{CacheStatus, CoarseLabels, DataFormat, Dataset};
+use super::types::{CacheStatus, CoarseLabels, DataFormat, Dataset};
 use super::ImageSet;
 use crate::{Error, Result};
 

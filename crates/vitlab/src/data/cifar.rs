@@ -8,7 +8,7 @@
 //!   `coarse_label_names.txt`;
 //! - python version: the same content as pickled dicts (`data_batch_N`,
 //!   `test_batch`, `batches.meta`; CIFAR-100 `train`, `test`, `meta`), read by
-//!   the bounded [`super::pickle`] reader (no Python, no code execution).
+//!   the bounded [`crate::tensor_file::pickle`] reader (no Python, no code execution).
 //!
 //! Every malformed input is an error naming the file and the problem: a
 //! record size that does not divide the file, a label out of range, a
@@ -19,9 +19,9 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::dataset::{CoarseLabels, DataFormat, Decoded};
-use super::pickle::{self, Value};
+use super::types::{CoarseLabels, DataFormat, Decoded};
 use super::ImageSet;
+use crate::tensor_file::pickle::{self, Value};
 use crate::{Error, Result};
 
 pub const CIFAR10_CLASSES: [&str; 10] = [

@@ -51,28 +51,6 @@ pub(crate) fn decode_bytes(bytes: &[u8]) -> std::result::Result<Img, String> {
     Ok(Img { h, w, chw })
 }
 
-/// CHW uint8 (1 or 3 channels) to a PNG file's bytes.
-pub(crate) fn encode_png(chw: &[u8], channels: usize, h: usize, w: usize) -> std::result::Result<Vec<u8>, String> {
-    use image::ImageEncoder;
-    let plane = h * w;
-    let (interleaved, colour) = match channels {
-        1 => (chw[..plane].to_vec(), image::ExtendedColorType::L8),
-        3 => {
-            let mut hwc = Vec::with_capacity(3 * plane);
-            for p in 0..plane {
-                hwc.extend_from_slice(&[chw[p], chw[plane + p], chw[2 * plane + p]]);
-            }
-            (hwc, image::ExtendedColorType::Rgb8)
-        }
-        c => return Err(format!("cannot write an image of {c} channels as PNG")),
-    };
-    let mut png = Vec::new();
-    image::codecs::png::PngEncoder::new(&mut png)
-        .write_image(&interleaved, w as u32, h as u32, colour)
-        .map_err(|e| format!("cannot encode PNG: {e}"))?;
-    Ok(png)
-}
-
 pub fn decode_file(path: &Path) -> Result<Img> {
     let bytes = fs::read(path).map_err(|e| Error::io(path, e))?;
     decode_bytes(&bytes).map_err(|m| Error::data(path, format!("cannot decode image: {m}")))

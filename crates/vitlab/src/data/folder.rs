@@ -6,9 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::dataset::{DataFormat, Decoded};
 use super::decode::{common_size, decode_all, images_in, list_dir, pack};
-use super::OpenOptions;
+use super::types::{DataFormat, Decoded, OpenOptions};
 use crate::{Error, Result};
 
 /// Names taken as the evaluation split, in order of preference.

@@ -14,9 +14,9 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::decode::encode_png;
 use super::loader::{resize_bilinear, Rng};
 use super::{open_with, Dataset, ImageSet, OpenOptions};
+use crate::util::png::encode_png;
 use crate::{Error, Result};
 
 /// What [`make_unpaired`] builds.

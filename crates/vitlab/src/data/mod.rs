@@ -10,6 +10,13 @@
 //! (see [`DataFormat`]), decodes it once, and caches the decoded dataset in a
 //! compact binary file ([`cache`]) that later starts read in a fraction of a
 //! second. `docs/DATA.md` describes the formats, the cache and the downloads.
+//!
+//! Layout: `dataset.rs` ([`open`]: detection and dispatch), `types.rs` (what
+//! the readers and `open` share: [`DataFormat`], [`OpenOptions`], [`Dataset`],
+//! ...), one file per reader ([`cifar`], [`folder`], [`unpaired`],
+//! [`tiny_imagenet`]), [`cache`], [`decode`] (image files), [`grid`] (PNG
+//! image grids), [`loader`] and what it applies ([`augment`],
+//! [`autoaugment`], [`mix`], [`erase`], [`sampler`]).
 
 pub mod augment;
 pub mod autoaugment;
@@ -19,19 +26,20 @@ pub mod decode;
 pub mod download;
 pub mod erase;
 pub mod folder;
+pub mod grid;
 pub mod loader;
 pub mod make_unpaired;
 pub mod mix;
-pub mod pickle;
-pub mod preview;
 pub mod sampler;
 pub mod tiny_imagenet;
 pub mod unpaired;
 
 mod dataset;
 mod split;
+mod types;
 
-pub use dataset::{open, open_with, user_cache_dir, CacheStatus, CoarseLabels, DataFormat, Dataset, OpenOptions};
+pub use dataset::{open, open_with, user_cache_dir};
+pub use types::{CacheStatus, CoarseLabels, DataFormat, Dataset, OpenOptions};
 pub use make_unpaired::{make_unpaired, write_unpaired, UnpairedFolder, UnpairedOptions, UnpairedSummary};
 pub use augment::{Augment, AugmentPlan};
 pub use split::stratified_split;

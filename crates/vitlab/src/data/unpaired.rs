@@ -7,9 +7,8 @@
 
 use std::path::Path;
 
-use super::dataset::{DataFormat, Decoded};
 use super::decode::{common_size, decode_all, images_in, pack};
-use super::OpenOptions;
+use super::types::{DataFormat, Decoded, OpenOptions};
 use crate::{Error, Result};
 
 pub(crate) fn read(root: &Path, options: &OpenOptions) -> Result<Decoded> {

@@ -22,7 +22,7 @@ use burn::tensor::{Device, Tensor, TensorData};
 use super::fid::FeatureStats;
 use crate::data::decode::{self, Img};
 use crate::models::inception::{FidInception, Tap, INPUT_SIZE};
-use crate::models::weights::{self, HostTensor, TensorMap};
+use crate::tensor_file::{self, HostTensor, TensorMap};
 use crate::{Error, Result};
 
 /// The file name vitlab's converter writes (tools/convert_fid_inception.py).
@@ -307,7 +307,7 @@ impl Extractor {
             }
         });
         let x = Tensor::<4>::from_data(TensorData::new(input, [images.len(), 3, s, s]), &self.device);
-        self.net.taps(x, last).into_iter().map(weights::tensor_to_vec).collect()
+        self.net.taps(x, last).into_iter().map(tensor_file::tensor_to_vec).collect()
     }
 
     /// Features of image files (e.g. [`list_images`]), decoded a batch at a time;
@@ -351,11 +351,11 @@ impl SavedFeatures {
             ("feature".to_string(), self.tap.dim().to_string()),
             ("preprocess".to_string(), self.resize.name().to_string()),
         ]);
-        weights::write_safetensors(path, &map, meta)
+        tensor_file::write_safetensors(path, &map, meta)
     }
 
     pub fn load(path: &Path) -> Result<Self> {
-        let (map, meta) = weights::read_safetensors(path)?;
+        let (map, meta) = tensor_file::read_safetensors(path)?;
         let bad = |m: String| Error::data(path, m);
         if meta.get("format").map(String::as_str) != Some(STATS_FORMAT) {
             return Err(bad(format!("not a file `vitlab fid --save-stats` wrote (metadata format is not {STATS_FORMAT:?})")));

@@ -461,9 +461,9 @@ mod tests {
         }
     }
 
-    fn fixture() -> (crate::models::weights::TensorMap, std::collections::HashMap<String, String>) {
+    fn fixture() -> (crate::tensor_file::TensorMap, std::collections::HashMap<String, String>) {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fid.safetensors");
-        crate::models::weights::read_safetensors(&path).unwrap()
+        crate::tensor_file::read_safetensors(&path).unwrap()
     }
 
     /// Against pytorch-fid's formula (scipy's general `sqrtm`) on the same float32

@@ -92,7 +92,7 @@ fn sample_rows(rows: &[f32], dim: usize, m: usize, rng: &mut Rng) -> Vec<f32> {
 /// `x y^T` on the device, back as f64.
 fn gram(x: &Tensor<2>, y: &Tensor<2>) -> Vec<f64> {
     let g = x.clone().matmul(y.clone().transpose());
-    crate::models::weights::tensor_to_vec(g).into_iter().map(f64::from).collect()
+    crate::tensor_file::tensor_to_vec(g).into_iter().map(f64::from).collect()
 }
 
 fn mmd2_unbiased(x: &[f32], y: &[f32], m: usize, dim: usize, device: &Device) -> f64 {

@@ -26,7 +26,8 @@ use std::borrow::Cow;
 use std::cell::RefCell;
 use std::path::Path;
 
-use super::weights::{deterministic_values, HostTensor, TensorMap};
+use super::weights::deterministic_values;
+use crate::tensor_file::{read_any, HostTensor, TensorMap};
 use crate::{Error, Result};
 
 /// BatchNorm epsilon of the TF graph (torchvision's BasicConv2d uses the same).
@@ -462,9 +463,9 @@ impl FidInception {
         })
     }
 
-    /// Loads a weights file (see [`super::weights::read_any`] for the formats).
+    /// Loads a weights file (see [`read_any`] for the formats).
     pub fn load(path: &Path, device: &Device) -> Result<Self> {
-        let map = super::weights::read_any(path)?;
+        let map = read_any(path)?;
         Self::from_map(&map, path, device)
     }
 

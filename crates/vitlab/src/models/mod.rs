@@ -1,7 +1,7 @@
 //! The model zoo. One configurable ViT ([`Vit`]) covers every block variant,
 //! size, pooling and head; [`ModelConfig`] and its presets describe a model;
-//! [`weights`] reads and writes safetensors in vitlab's, timm's and the paper
-//! code's layouts. [`VitUnet`] is the paper's ViT-based U-Net generator, [`Discriminator`]
+//! [`weights`] maps tensor files in vitlab's, timm's and the paper code's
+//! layouts onto the models (the files themselves: [`crate::tensor_file`]). [`VitUnet`] is the paper's ViT-based U-Net generator, [`Discriminator`]
 //! its CycleGAN critics.
 
 pub mod config;
@@ -9,7 +9,6 @@ pub mod discriminator;
 pub mod fused;
 pub mod inception;
 pub mod layers;
-pub mod torch_file;
 pub mod vit;
 pub mod vitunet;
 pub mod weights;

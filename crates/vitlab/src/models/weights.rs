@@ -1,50 +1,24 @@
-//! Weight files: safetensors in vitlab's layout (PyTorch state-dict names and
-//! shapes, see docs/MODELS.md), and conversion from timm's and the paper's
-//! released code's layouts.
+//! What weight files mean to the models: vitlab's layout (PyTorch state-dict
+//! names and shapes, see docs/MODELS.md), conversion from timm's and the
+//! paper's released code's layouts, and moving tensors into and out of burn
+//! modules. The files themselves (safetensors, `torch.save` state dicts) are
+//! read and written by [`crate::tensor_file`].
 //!
 //! Every model parameter is addressed by its native key, e.g.
 //! `blocks.3.attn.qkv.weight`; Linear weights are stored `[out, in]` as in
 //! PyTorch (burn keeps them `[in, out]`; the transposition happens here).
 
-use std::collections::{BTreeMap, HashMap};
-use std::fs;
-use std::io::Write;
+use std::collections::HashMap;
 use std::path::Path;
 
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::tensor::{Tensor, TensorData};
-use safetensors::{Dtype, SafeTensors};
 
 use crate::{Error, Result};
 
-/// A float32 tensor on the host, in PyTorch layout.
-#[derive(Clone, Debug, PartialEq)]
-pub struct HostTensor {
-    pub shape: Vec<usize>,
-    pub data: Vec<f32>,
-}
-
-impl HostTensor {
-    pub fn new(shape: Vec<usize>, data: Vec<f32>) -> Self {
-        debug_assert_eq!(shape.iter().product::<usize>(), data.len());
-        HostTensor { shape, data }
-    }
-
-    /// 2-D transpose.
-    fn transposed(&self) -> Self {
-        let (r, c) = (self.shape[0], self.shape[1]);
-        let mut out = vec![0.0; r * c];
-        for i in 0..r {
-            for j in 0..c {
-                out[j * r + i] = self.data[i * c + j];
-            }
-        }
-        HostTensor::new(vec![c, r], out)
-    }
-}
-
-/// Named tensors, sorted by key.
-pub type TensorMap = BTreeMap<String, HostTensor>;
+/// The tensor-file names that callers have long reached through this module
+/// (it uses most of them itself); they live in [`crate::tensor_file`].
+pub use crate::tensor_file::{group, read_any, read_safetensors, tensor_to_vec, write_safetensors, HostTensor, TensorMap};
 
 /// The key layouts vitlab reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,116 +63,8 @@ impl Layout {
     }
 }
 
-/// The tensors under `prefix.`, with the prefix removed (checkpoints keep
-/// `model.*` and `optim.*` side by side).
-pub fn group(map: &TensorMap, prefix: &str) -> TensorMap {
-    let p = format!("{prefix}.");
-    map.iter()
-        .filter_map(|(k, v)| k.strip_prefix(&p).map(|k| (k.to_string(), v.clone())))
-        .collect()
-}
-
-/// A float tensor's values as f32, in row-major order.
-pub fn tensor_to_vec<const D: usize>(t: Tensor<D>) -> Vec<f32> {
-    t.into_data()
-        .convert::<f32>()
-        .try_to_vec::<f32>()
-        .expect("converted to f32 above")
-}
-
 fn shape_str(shape: &[usize]) -> String {
     format!("{shape:?}")
-}
-
-/// Reads every tensor of a safetensors file as float32, with the file's metadata.
-/// Integer tensors (PyTorch's `num_batches_tracked`) are dropped.
-pub fn read_safetensors(path: &Path) -> Result<(TensorMap, HashMap<String, String>)> {
-    let bytes = fs::read(path).map_err(|e| Error::io(path, e))?;
-    let bad = |m: String| Error::weights(path, m);
-    let st = SafeTensors::deserialize(&bytes)
-        .map_err(|e| bad(format!("not a valid safetensors file: {e}")))?;
-    let (_, meta) = SafeTensors::read_metadata(&bytes)
-        .map_err(|e| bad(format!("not a valid safetensors file: {e}")))?;
-    let mut map = TensorMap::new();
-    for (name, view) in st.iter() {
-        let raw = view.data();
-        let data: Vec<f32> = match view.dtype() {
-            Dtype::F32 => raw.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect(),
-            Dtype::F64 => raw
-                .chunks_exact(8)
-                .map(|b| f64::from_le_bytes(b.try_into().unwrap()) as f32)
-                .collect(),
-            Dtype::F16 => raw
-                .chunks_exact(2)
-                .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
-                .collect(),
-            Dtype::BF16 => raw
-                .chunks_exact(2)
-                .map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32())
-                .collect(),
-            Dtype::I64 | Dtype::I32 if name.ends_with("num_batches_tracked") => continue,
-            other => {
-                return Err(bad(format!(
-                    "tensor {name:?} has dtype {other:?}; expected a float type (F32, F64, F16, BF16)"
-                )))
-            }
-        };
-        map.insert(name.to_string(), HostTensor::new(view.shape().to_vec(), data));
-    }
-    Ok((map, meta.metadata().clone().unwrap_or_default()))
-}
-
-/// Reads the float tensors of a weights file in any format vitlab knows, by
-/// content: a state dict `torch.save` wrote (zip or legacy, see
-/// [`super::torch_file`]) or safetensors.
-pub fn read_any(path: &Path) -> Result<TensorMap> {
-    let mut head = [0u8; 4];
-    let n = {
-        use std::io::Read;
-        let mut f = fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        f.read(&mut head).map_err(|e| Error::io(path, e))?
-    };
-    if super::torch_file::looks_like_torch(&head[..n]) {
-        super::torch_file::read_state_dict(path)
-    } else {
-        Ok(read_safetensors(path)?.0)
-    }
-}
-
-/// Writes tensors as float32 safetensors, atomically: a temporary file in the same
-/// folder is written, synced and renamed over `path`, so a crash never leaves a
-/// half-written file under the final name.
-pub fn write_safetensors(path: &Path, map: &TensorMap, metadata: HashMap<String, String>) -> Result<()> {
-    let bytes: Vec<(String, Vec<u8>, Vec<usize>)> = map
-        .iter()
-        .map(|(k, t)| {
-            let b = t.data.iter().flat_map(|v| v.to_le_bytes()).collect();
-            (k.clone(), b, t.shape.clone())
-        })
-        .collect();
-    let views = bytes.iter().map(|(k, b, s)| {
-        (k.as_str(), safetensors::tensor::TensorView::new(Dtype::F32, s.clone(), b).expect("sizes match"))
-    });
-    let meta = (!metadata.is_empty()).then_some(metadata);
-    let buffer = safetensors::serialize(views, meta).map_err(|e| Error::weights(path, e.to_string()))?;
-    atomic_write(path, &buffer)
-}
-
-/// Writes `bytes` to `path` through a synced temporary file and a rename.
-pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    result.map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        Error::io(path, e)
-    })
 }
 
 /// The native key of a parameter from its module path: burn's BatchNorm calls

@@ -11,12 +11,12 @@ use std::path::{Path, PathBuf};
 use plotters::prelude::*;
 use serde::Serialize;
 
-use super::{collect_dirs, flatten_config, is_run, same_value, short_names, MeanStd};
-use crate::config::{ExperimentConfig, TaskKind};
-use crate::models::weights::atomic_write;
+use super::{collect_dirs, is_run, same_value, short_names, MeanStd};
+use crate::config::{flatten_config, ExperimentConfig, TaskKind};
 use crate::stats::welch_t_test;
 use crate::train::cyclegan::Results;
 use crate::train::RunDir;
+use crate::util::fs::atomic_write;
 use crate::{Error, Result};
 
 /// One CycleGAN run directory.
@@ -351,10 +351,7 @@ impl GanReport {
         } else {
             let mut buf = vec![0u8; 720 * 420 * 3];
             chart(BitMapBackend::with_buffer(&mut buf, (720, 420)).into_drawing_area(), &lines, &labels, (xmax, ymax)).map_err(bad)?;
-            let mut png = Vec::new();
-            use image::ImageEncoder;
-            image::codecs::png::PngEncoder::new(&mut png)
-                .write_image(&buf, 720, 420, image::ExtendedColorType::Rgb8)
+            let png = crate::util::png::encode_interleaved(&buf, 3, 420, 720)
                 .map_err(|e| Error::data(path, format!("cannot encode PNG: {e}")))?;
             atomic_write(path, &png)
         }

@@ -7,11 +7,9 @@
 //! `results.json`, an `error.txt` or a checkpoint); [`Report::build`] groups
 //! them into cells by the config keys that differ between runs (the seed
 //! aside); [`Report::write`] writes `report.md`, `report.html` (the same
-//! content), `report.json` (the numbers) and `figures/`. [`grid`] writes image
-//! grids (a generator's samples) as PNG.
+//! content), `report.json` (the numbers) and `figures/`.
 
 pub mod cyclegan;
-pub mod grid;
 pub mod plot;
 
 use std::collections::{BTreeMap, HashMap};
@@ -20,12 +18,12 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::config::ExperimentConfig;
-use crate::models::weights::atomic_write;
+use crate::config::{flatten, flatten_config, ExperimentConfig};
 use crate::stats::{mean, median, percentile, std_dev, welch_t_test};
-use crate::sweep::Manifest;
+use crate::sweep::manifest::Manifest;
 use crate::train::classify::Results;
 use crate::train::{ExitCause, RunDir};
+use crate::util::fs::atomic_write;
 use crate::{Error, Result};
 
 /// One row of `steps.csv` (the per-step monitors).
@@ -160,33 +158,6 @@ pub fn read_epochs(run: &RunDir) -> Result<Vec<EpochRow>> {
             val_acc: r[4],
         })
         .collect())
-}
-
-/// Leaf keys of a TOML table, dotted, with values as text (strings unquoted).
-pub fn flatten(table: &toml::Table) -> BTreeMap<String, String> {
-    fn walk(prefix: &str, t: &toml::Table, out: &mut BTreeMap<String, String>) {
-        for (k, v) in t {
-            let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
-            match v {
-                toml::Value::Table(inner) => walk(&key, inner, out),
-                toml::Value::String(s) => {
-                    out.insert(key, s.clone());
-                }
-                other => {
-                    out.insert(key, other.to_string());
-                }
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk("", table, &mut out);
-    out
-}
-
-/// Leaf keys of a resolved config, as [`flatten`] gives them.
-pub(crate) fn flatten_config(config: &ExperimentConfig) -> BTreeMap<String, String> {
-    let table: toml::Table = toml::from_str(&config.to_toml()).expect("config round-trips");
-    flatten(&table)
 }
 
 /// Whether `run` is a run directory: a config and something a run leaves behind

@@ -10,7 +10,8 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::{Report, RunRecord};
-use crate::models::weights::atomic_write;
+use crate::util::fs::atomic_write;
+use crate::util::png;
 use crate::{Error, Result};
 
 static FONT: &[u8] = include_bytes!("../../../../assets/fonts/DejaVuSans-subset.ttf");
@@ -146,14 +147,9 @@ fn render<D: Draw>(d: &D, name: &str, (w, h): (u32, u32), dir: &Path) -> Result<
         d.draw(&root).map_err(|e| fail("png", e))?;
         root.present().map_err(|e| fail("png", err(e)))?;
     }
-    let mut png = Vec::new();
-    image::codecs::png::PngEncoder::new(&mut png)
-        .write_image(&buf, w, h, image::ExtendedColorType::Rgb8)
-        .map_err(|e| fail("png", err(e)))?;
+    let png = png::encode_interleaved(&buf, 3, h as usize, w as usize).map_err(|e| fail("png", e))?;
     atomic_write(&dir.join(format!("{name}.png")), &png)
 }
-
-use image::ImageEncoder;
 
 /// Draws every figure the data allows; returns the ones written.
 pub fn draw_all(report: &Report, dir: &Path) -> Result<Vec<Figure>> {

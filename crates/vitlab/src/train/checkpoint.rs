@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::LoopState;
 use crate::config::ExperimentConfig;
-use crate::models::weights::{read_safetensors, write_safetensors, TensorMap};
+use crate::tensor_file::{read_safetensors, write_safetensors, TensorMap};
 use crate::{Error, Result};
 
 pub const FORMAT: &str = "vitlab-checkpoint";
@@ -66,6 +66,6 @@ impl Checkpoint {
 
     /// Tensors under `prefix.` with the prefix removed.
     pub fn group(&self, prefix: &str) -> TensorMap {
-        crate::models::weights::group(&self.tensors, prefix)
+        crate::tensor_file::group(&self.tensors, prefix)
     }
 }

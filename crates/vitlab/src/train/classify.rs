@@ -20,8 +20,9 @@ use crate::config::ExperimentConfig;
 use crate::data::loader::{Loader, LoaderConfig};
 use crate::data::{stratified_split, Augment, Batch, ImageSet};
 use crate::metrics::{ClassificationMetrics, Predictions};
-use crate::models::weights::{apply, collect, group, tensor_to_vec, HostTensor, TensorMap};
+use crate::models::weights::{apply, collect};
 use crate::models::{param_count, DropPath, ModelConfig, Vit};
+use crate::tensor_file::{group, tensor_to_vec, HostTensor, TensorMap};
 use crate::util::Rng;
 use crate::{Error, Result};
 
@@ -516,7 +517,7 @@ pub fn train_prepared(
         data: splits.description.clone(),
     };
     let json = serde_json::to_string_pretty(&results).expect("results serialise");
-    crate::models::weights::atomic_write(&run.results(), json.as_bytes())?;
+    crate::util::fs::atomic_write(&run.results(), json.as_bytes())?;
     Ok(results)
 }
 

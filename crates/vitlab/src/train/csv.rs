@@ -31,7 +31,7 @@ impl CsvLog {
                 }
             }
         }
-        crate::models::weights::atomic_write(path, text.as_bytes())?;
+        crate::util::fs::atomic_write(path, text.as_bytes())?;
         let file = OpenOptions::new().append(true).open(path).map_err(io)?;
         Ok(CsvLog { path: path.to_path_buf(), file, error: None, reported: false })
     }

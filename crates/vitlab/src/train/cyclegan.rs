@@ -37,8 +37,9 @@ use crate::data::{DataFormat, Dataset, ImageSet};
 use crate::metrics::features::{Extractor, Resize};
 use crate::metrics::fid::{frechet_distance, FeatureStats};
 use crate::models::inception::Tap;
-use crate::models::weights::{apply, collect, group, tensor_to_vec, HostTensor, TensorMap};
+use crate::models::weights::{apply, collect};
 use crate::models::{seeded, Discriminator, DiscriminatorConfig, VitUnet, VitUnetConfig};
+use crate::tensor_file::{group, tensor_to_vec, HostTensor, TensorMap};
 use crate::{Error, Result};
 
 /// The step columns of steps.csv (and their epoch means in metrics.csv).
@@ -249,7 +250,7 @@ fn to_images(values: &[f32], n: usize, side: usize) -> Vec<Img> {
         .map(|i| Img {
             h: side,
             w: side,
-            chw: values[i * per..(i + 1) * per].iter().map(|&v| crate::report::grid::to_u8(v)).collect(),
+            chw: values[i * per..(i + 1) * per].iter().map(|&v| crate::data::grid::to_u8(v)).collect(),
         })
         .collect()
 }
@@ -404,7 +405,7 @@ impl CycleGan {
         let shape = vec![n, 3, side, side];
         let cols: Vec<HostTensor> =
             [ra, fb, rec_a, rb, fa, rec_b].into_iter().map(|d| HostTensor::new(shape.clone(), d)).collect();
-        crate::report::grid::write_image_grid(path, &cols)
+        crate::data::grid::write_image_grid(path, &cols)
     }
 
     fn pool_tensors(pool: &ImagePool, prefix: &str, out: &mut TensorMap) {
@@ -701,7 +702,7 @@ pub fn train_prepared(
         data: task.data.description.clone(),
     };
     let json = serde_json::to_string_pretty(&results).expect("results serialise");
-    crate::models::weights::atomic_write(&run.results(), json.as_bytes())?;
+    crate::util::fs::atomic_write(&run.results(), json.as_bytes())?;
     Ok(results)
 }
 
@@ -797,8 +798,8 @@ pub fn translate_files(
                 }
                 _ => (side, img.chw),
             };
-            let png = crate::data::decode::encode_png(&pixels, 3, w, w).map_err(|m| Error::data(path, m))?;
-            crate::models::weights::atomic_write(path, &png)?;
+            let png = crate::util::png::encode_png(&pixels, 3, w, w).map_err(|m| Error::data(path, m))?;
+            crate::util::fs::atomic_write(path, &png)?;
         }
     }
     Ok(targets)

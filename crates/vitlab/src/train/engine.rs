@@ -21,7 +21,7 @@ use super::optim::{learning_rate, GradStats};
 use super::progress::Observer;
 use super::RunDir;
 use crate::config::ExperimentConfig;
-use crate::models::weights::TensorMap;
+use crate::tensor_file::TensorMap;
 use crate::{Error, Result};
 
 /// Where the loop stands; saved in every checkpoint.

@@ -104,7 +104,7 @@ impl ImagePool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::models::weights::tensor_to_vec as values;
+    use crate::tensor_file::tensor_to_vec as values;
     use burn::tensor::{Device, TensorData};
 
     fn device() -> Device {

@@ -14,6 +14,7 @@ pub mod ema;
 pub mod engine;
 pub mod gan;
 pub mod optim;
+pub mod preview;
 pub mod progress;
 
 use std::fs;
@@ -123,7 +124,7 @@ pub fn prepare(start: &Start, run: &RunDir) -> Result<(ExperimentConfig, Option<
         }
         (Start::Resume(_), None) => unreachable!("resume loads a checkpoint"),
     };
-    crate::models::weights::atomic_write(&run.config(), config.to_toml().as_bytes())?;
+    crate::util::fs::atomic_write(&run.config(), config.to_toml().as_bytes())?;
     Ok((config, checkpoint))
 }
 

@@ -12,7 +12,7 @@ use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::tensor::{Gradients, Tensor};
 
 use crate::config::{OptimName, OptimSection, ScheduleName, ScheduleSection};
-use crate::models::weights::{tensor_to_vec, HostTensor, TensorMap};
+use crate::tensor_file::{tensor_to_vec, HostTensor, TensorMap};
 
 /// Per-parameter gradient statistics of one step.
 #[derive(Clone, Debug, Default)]

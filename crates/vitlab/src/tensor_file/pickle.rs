@@ -1,6 +1,7 @@
-//! A small, bounded reader for the Python pickles of the CIFAR "python
-//! version" releases: protocol 2 (as written by Python 2's cPickle) and the
-//! opcodes of protocols 3-5 that a re-pickled copy may use. It builds plain
+//! A small, bounded reader for Python pickles: the CIFAR "python version"
+//! releases' batches (protocol 2, as written by Python 2's cPickle, and the
+//! opcodes of protocols 3-5 that a re-pickled copy may use) and the main
+//! pickle of PyTorch state dicts ([`super::torch`]). It builds plain
 //! values (no code runs): dicts, lists, tuples, ints, byte strings, text, and
 //! "objects" (a `GLOBAL` called through `REDUCE`, with the `BUILD` state), from
 //! which [`ndarray_u8`] extracts a numpy uint8 array.

@@ -1,20 +1,24 @@
 //! Seeing the augmentations: the training images exactly as the loader
-//! delivers them under a config (`vitlab data preview`), and one policy
-//! operation applied to one image file (`vitlab data augment`).
+//! delivers them under an experiment config (`vitlab data preview`), and one
+//! policy operation applied to one image file (`vitlab data augment`). It sits
+//! with training, above the config it reads, and uses the data layer's loader,
+//! policy operations and decoder.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use super::autoaugment::{self, Op};
-use super::loader::{Loader, LoaderConfig};
-use super::ImageSet;
 use crate::config::ExperimentConfig;
-use crate::models::weights::{atomic_write, HostTensor};
+use crate::data::autoaugment::{self, Op};
+use crate::data::loader::{Loader, LoaderConfig};
+use crate::data::{decode, ImageSet};
+use crate::tensor_file::HostTensor;
+use crate::util::fs::atomic_write;
+use crate::util::png::encode_png;
 use crate::{Error, Result};
 
 /// The first `count` training images of `epoch` as the loader delivers them
 /// under `config` (its `[augment]`, `[data] normalize`, image size and seed),
-/// mapped back from the normalisation to `[-1, 1]` (for [`crate::report::grid`]),
+/// mapped back from the normalisation to `[-1, 1]` (for [`crate::data::grid`]),
 /// with a label per image: the class name, or for a mixed batch the two classes
 /// with the most target weight and their weights.
 pub fn preview(set: Arc<ImageSet>, config: &ExperimentConfig, count: usize, epoch: u64) -> Result<(HostTensor, Vec<String>)> {
@@ -77,9 +81,9 @@ pub fn augment_file(input: &Path, op: &str, magnitude: f32, out: &Path) -> Resul
     if !magnitude.is_finite() {
         return Err(Error::config("--magnitude", "must be a finite number"));
     }
-    let img = super::decode::decode_file(input)?;
+    let img = decode::decode_file(input)?;
     let mut result = Vec::new();
     autoaugment::apply(op, magnitude, &img.chw, 3, img.h, img.w, &mut result);
-    let png = super::decode::encode_png(&result, 3, img.h, img.w).map_err(|e| Error::data(out, e))?;
+    let png = encode_png(&result, 3, img.h, img.w).map_err(|e| Error::data(out, e))?;
     atomic_write(out, &png)
 }

@@ -5,7 +5,7 @@
 //! each as an int64 element count and its bytes), which older weight releases
 //! such as pytorch-fid's `pt_inception-2015-12-05-6726825d.pth` use.
 //!
-//! The main pickle is read by [`crate::data::pickle`]; tensors are
+//! The main pickle is read by [`super::pickle`]; tensors are
 //! `torch._utils._rebuild_tensor_v2(storage, offset, size, stride, ...)` whose
 //! storage is a persistent id `('storage', torch.FloatStorage, key, location, numel, ...)`.
 //! Float storages (float32/64/16, bfloat16) become float32 [`HostTensor`]s;
@@ -15,8 +15,8 @@ use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
 
-use super::weights::{HostTensor, TensorMap};
-use crate::data::pickle::{self, Value};
+use super::host::{HostTensor, TensorMap};
+use super::pickle::{self, Value};
 use crate::{Error, Result};
 
 /// The first pickle of the legacy format: `torch.serialization.MAGIC_NUMBER`

@@ -1,11 +1,12 @@
 //! Image grids as PNG: the sample sheets a generator trainer writes during
-//! training (SPEC §5: A, G_AB(A), B, G_BA(B), every 10 % of training).
+//! training (SPEC §5: A, G_AB(A), B, G_BA(B), every 10 % of training), and the
+//! grid of training images that `vitlab data preview` shows.
 
 use std::path::Path;
 
-use image::ImageEncoder;
-
-use crate::models::weights::{atomic_write, HostTensor};
+use crate::tensor_file::HostTensor;
+use crate::util::fs::atomic_write;
+use crate::util::png;
 use crate::{Error, Result};
 
 /// Pixels between tiles (white).
@@ -47,10 +48,7 @@ pub fn write_image_grid(path: &Path, columns: &[HostTensor]) -> Result<()> {
             }
         }
     }
-    let mut png = Vec::new();
-    image::codecs::png::PngEncoder::new(&mut png)
-        .write_image(&rgb, width as u32, height as u32, image::ExtendedColorType::Rgb8)
-        .map_err(|e| bad(e.to_string()))?;
+    let png = png::encode_interleaved(&rgb, 3, height, width).map_err(bad)?;
     atomic_write(path, &png)
 }
 
