@@ -14,6 +14,7 @@ pub mod ema;
 pub mod engine;
 pub mod gan;
 pub mod optim;
+pub mod predict;
 pub mod preview;
 pub mod progress;
 
