@@ -173,7 +173,8 @@ impl Job {
             labels.push(self.set.labels[idx]);
             let mut rng = Rng::keyed(&[c.seed, self.epoch, pos as u64, 0x4155_4755]);
             let out = &mut images[k * ch * s * s..(k + 1) * ch * s * s];
-            augment_into(&self.set, idx, s, &c.augment, &mut rng, &luts, &mut scratch, out);
+            let keep_bytes = self.plan.policy.is_some();
+            augment_into(&self.set, idx, s, &c.augment, keep_bytes, &mut rng, &luts, &mut scratch, out);
             if let Some(policy) = &self.plan.policy {
                 // The crop and flips were written to `scratch.image`; the policy works on bytes.
                 policy.apply(&scratch.image, ch, s, s, &mut rng, &mut scratch.policy);
@@ -240,7 +241,7 @@ impl Luts {
 }
 
 /// Resizes (if needed), crops, flips and normalises one image into `out`; with a
-/// policy (`aug.policy != "none"`) the cropped and flipped bytes also go to
+/// policy to follow (`keep_bytes`) the cropped and flipped bytes also go to
 /// `scratch.image` for it. The draws from `rng` are, in order: crop offset y,
 /// crop offset x (when padding > 0), horizontal flip, vertical flip (when their
 /// probability > 0); the policy's and random erasing's come after.
@@ -250,6 +251,7 @@ fn augment_into(
     idx: usize,
     size: usize,
     aug: &Augment,
+    keep_bytes: bool,
     rng: &mut Rng,
     luts: &Luts,
     scratch: &mut Scratch,
@@ -262,7 +264,6 @@ fn augment_into(
         super::decode::resize_planes(set.image(idx), ch, set.height, set.width, size, size, &mut scratch.resized);
         &scratch.resized
     };
-    let keep_bytes = aug.policy != "none";
     if keep_bytes {
         scratch.image.clear();
         scratch.image.resize(ch * size * size, 0);

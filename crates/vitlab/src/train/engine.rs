@@ -296,7 +296,9 @@ pub fn run_loop<T: Task>(
 ) -> Result<LoopOutcome> {
     let batches = task.batches_per_epoch();
     check_length(config, batches)?;
-    let columns = task.train_columns().len();
+    // The task's columns, asked once: the loop names values with them every step and epoch.
+    let (train_columns, val_columns) = (task.train_columns(), task.validation_columns());
+    let columns = train_columns.len();
     let mut state = match resume {
         Some(ck) => {
             task.restore(&ck.tensors, &ck.state, &ck.path)?;
@@ -359,7 +361,7 @@ pub fn run_loop<T: Task>(
             state.epoch_count += n as u64;
             state.epoch_seconds = seconds_before + epoch_started.elapsed().as_secs_f64();
             let means = epoch_means(&state);
-            observer.step(state.step, out.loss, &task.train_columns(), &means, state.epoch_count as f64 / state.epoch_seconds.max(1e-9));
+            observer.step(state.step, out.loss, &train_columns, &means, state.epoch_count as f64 / state.epoch_seconds.max(1e-9));
             task.after_step(state.step, total_steps)?;
             if config.checkpoint.every_steps > 0 && state.step % config.checkpoint.every_steps as u64 == 0 && state.batch < batches {
                 state.elapsed_s = elapsed(&started);
@@ -372,17 +374,17 @@ pub fn run_loop<T: Task>(
         let images_per_s = state.epoch_count as f64 / state.epoch_seconds.max(1e-9);
         let val = task.validate(epoch + 1)?;
         let lr = learning_rate(config.optim.lr, &config.schedule, epoch as f64 + 1.0 - 1e-9, epochs);
-        let val_values: Vec<f64> = (0..task.validation_columns().len())
+        let val_values: Vec<f64> = (0..val_columns.len())
             .map(|i| val.as_ref().and_then(|v| v.values.get(i).copied()).unwrap_or(f64::NAN))
             .collect();
         let mut row = vec![(epoch + 1).to_string(), state.step.to_string()];
         row.extend(train.iter().chain(&val_values).map(|&v| fmt(v)));
         row.extend([fmt(lr), format!("{:.3}", state.epoch_seconds), format!("{images_per_s:.1}")]);
         logs.metrics.row(&row);
-        let named = |names: Vec<String>, values: &[f64]| -> Vec<String> {
+        let named = |names: &[String], values: &[f64]| -> Vec<String> {
             names.iter().zip(values).filter(|(_, v)| !v.is_nan()).map(|(n, v)| format!("{n} {v:.4}")).collect()
         };
-        let detail = [named(task.train_columns(), &train), named(task.validation_columns(), &val_values)].concat().join(" ");
+        let detail = [named(&train_columns, &train), named(&val_columns, &val_values)].concat().join(" ");
         observer.epoch_done(epoch, epochs, &detail, images_per_s);
 
         state.epoch += 1;
