@@ -24,7 +24,9 @@ impl Observer for Bar {
         if !self.quiet {
             let bar = ProgressBar::with_draw_target(Some(total_steps), ProgressDrawTarget::stderr());
             bar.set_style(
-                ProgressStyle::with_template("{prefix} [{bar:28}] step {pos}/{len} {msg} ETA {eta}").expect("template").progress_chars("=> "),
+                ProgressStyle::with_template("{prefix} [{bar:28}] step {pos}/{len} {msg} ETA {eta}")
+                    .expect("template")
+                    .progress_chars("=> "),
             );
             bar.set_position(done);
             self.bar = Some(bar);

@@ -17,11 +17,8 @@ fn models_table_reads_the_papers_parameter_counts() {
     let out = vitlab(&[&["models"], PAPER_224].concat());
     assert!(out.status.success());
     let text = stdout(&out);
-    let vit_params: Vec<&str> = text
-        .lines()
-        .filter(|l| l.starts_with("vit "))
-        .map(|l| l.split_whitespace().last().unwrap())
-        .collect();
+    let vit_params: Vec<&str> =
+        text.lines().filter(|l| l.starts_with("vit ")).map(|l| l.split_whitespace().last().unwrap()).collect();
     assert_eq!(vit_params, ["5.67M", "22.26M", "88.16M", "307.47M", "637.40M"], "{text}");
     // Every variant x size is listed.
     assert_eq!(text.lines().filter(|l| l.contains("  tiny ")).count(), 5, "{text}");
@@ -138,11 +135,18 @@ fn train_eval_predict_end_to_end_on_a_generated_image_folder() {
     let summary: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(summary["exit_cause"], "completed");
     assert_eq!(summary["epochs"], 3);
-    for f in ["config.toml", "metrics.csv", "steps.csv", "blocks.csv", "results.json", "checkpoints/latest.safetensors", "checkpoints/best.safetensors"] {
+    for f in [
+        "config.toml",
+        "metrics.csv",
+        "steps.csv",
+        "blocks.csv",
+        "results.json",
+        "checkpoints/latest.safetensors",
+        "checkpoints/best.safetensors",
+    ] {
         assert!(run.join(f).exists(), "missing {f}");
     }
-    let results: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run.join("results.json")).unwrap()).unwrap();
+    let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.join("results.json")).unwrap()).unwrap();
     assert_eq!(results["test"]["count"], 18);
     assert_eq!(results["classes"], serde_json::json!(["blue", "green", "red"]));
     // Colours are trivially separable: the model must have learned them.
@@ -185,8 +189,7 @@ fn the_test_metrics_of_a_run_equal_eval_of_its_best_checkpoint_with_a_batchnorm_
     let args = train_args(run_s, data_s, &["model.block=vit22b-code", "model.preset=paper", "epochs=3", "max_steps=13"]);
     let out = vitlab(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let results: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run.join("results.json")).unwrap()).unwrap();
+    let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.join("results.json")).unwrap()).unwrap();
     assert_eq!(results["test_checkpoint"], "best");
     assert_eq!(results["steps"], 13);
     let out = vitlab(&["eval", &format!("{run_s}/checkpoints/best.safetensors"), "--data", data_s, "--format", "json"]);
@@ -230,7 +233,11 @@ fn kill_and_resume(run: &std::path::Path, args: Vec<String>, total: u64) {
     for (kill, extra_steps) in [3usize, 5, 7, 4].into_iter().enumerate() {
         let before = rows();
         let mut child = Command::new(env!("CARGO_BIN_EXE_vitlab"))
-            .args(if latest.exists() { vec!["train".to_string(), "--resume".into(), run_s.into(), "--quiet".into()] } else { args.clone() })
+            .args(if latest.exists() {
+                vec!["train".to_string(), "--resume".into(), run_s.into(), "--quiet".into()]
+            } else {
+                args.clone()
+            })
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -268,9 +275,20 @@ fn a_run_killed_at_any_moment_leaves_a_loadable_checkpoint_and_resumes() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("killed");
     let sets = [
-        "data.path=synthetic", "data.synthetic_train=640", "data.synthetic_test=32", "data.synthetic_size=16",
-        "data.val_size=0", "model.image_size=16", "model.patch_size=4", "model.depth=2", "model.dim=64",
-        "model.mlp_dim=128", "model.heads=4", "epochs=2", "batch_size=16", "checkpoint.every_steps=1",
+        "data.path=synthetic",
+        "data.synthetic_train=640",
+        "data.synthetic_test=32",
+        "data.synthetic_size=16",
+        "data.val_size=0",
+        "model.image_size=16",
+        "model.patch_size=4",
+        "model.depth=2",
+        "model.dim=64",
+        "model.mlp_dim=128",
+        "model.heads=4",
+        "epochs=2",
+        "batch_size=16",
+        "checkpoint.every_steps=1",
         "monitor.block_every=0",
     ];
     kill_and_resume(&run, train_sets(&run, &sets), 80);
@@ -284,17 +302,34 @@ fn a_cyclegan_run_killed_at_any_moment_leaves_a_loadable_checkpoint_and_resumes(
     for (folder, n) in [("trainA", 40u32), ("trainB", 40), ("testA", 2), ("testB", 2)] {
         std::fs::create_dir_all(data.join(folder)).unwrap();
         for i in 0..n {
-            let img = image::RgbImage::from_fn(24, 24, |x, y| image::Rgb([(x * 9 + i) as u8, (y * 7) as u8, folder.len() as u8 * 20]));
+            let img =
+                image::RgbImage::from_fn(24, 24, |x, y| image::Rgb([(x * 9 + i) as u8, (y * 7) as u8, folder.len() as u8 * 20]));
             img.save(data.join(folder).join(format!("{i:02}.png"))).unwrap();
         }
     }
     let run = dir.path().join("killed");
     let path = format!("data.path={}", data.display());
     let sets = [
-        "task=cyclegan", path.as_str(), "epochs=2", "batch_size=2", "model.image_size=24", "model.patch_size=4",
-        "model.depth=6", "model.dim=16", "model.mlp_dim=32", "model.heads=2", "optim.name=adam", "optim.lr=2e-4",
-        "schedule.name=linear", "schedule.decay_epochs=1", "cyclegan.discriminator=released", "cyclegan.refiner_width=4",
-        "cyclegan.pool_size=5", "cyclegan.fid_every=0", "cyclegan.sample_every=0", "checkpoint.every_steps=1",
+        "task=cyclegan",
+        path.as_str(),
+        "epochs=2",
+        "batch_size=2",
+        "model.image_size=24",
+        "model.patch_size=4",
+        "model.depth=6",
+        "model.dim=16",
+        "model.mlp_dim=32",
+        "model.heads=2",
+        "optim.name=adam",
+        "optim.lr=2e-4",
+        "schedule.name=linear",
+        "schedule.decay_epochs=1",
+        "cyclegan.discriminator=released",
+        "cyclegan.refiner_width=4",
+        "cyclegan.pool_size=5",
+        "cyclegan.fid_every=0",
+        "cyclegan.sample_every=0",
+        "checkpoint.every_steps=1",
         "monitor.block_every=0",
     ];
     kill_and_resume(&run, train_sets(&run, &sets), 40);
@@ -357,18 +392,29 @@ fn a_diverging_training_run_exits_with_3_and_records_the_explosion() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("boom");
     let sets = [
-        "data.path=synthetic", "data.synthetic_train=256", "data.synthetic_test=64", "data.synthetic_size=16",
-        "data.val_size=64", "model.image_size=16", "model.patch_size=4", "model.depth=2", "model.dim=32",
-        "model.mlp_dim=64", "model.heads=4", "epochs=2", "batch_size=32", "monitor.block_every=0",
-        "optim.lr=1e4", "stabilizers.clip_grad_norm=0",
+        "data.path=synthetic",
+        "data.synthetic_train=256",
+        "data.synthetic_test=64",
+        "data.synthetic_size=16",
+        "data.val_size=64",
+        "model.image_size=16",
+        "model.patch_size=4",
+        "model.depth=2",
+        "model.dim=32",
+        "model.mlp_dim=64",
+        "model.heads=4",
+        "epochs=2",
+        "batch_size=32",
+        "monitor.block_every=0",
+        "optim.lr=1e4",
+        "stabilizers.clip_grad_norm=0",
     ];
     let args = train_sets(&run, &sets);
     let out = vitlab(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
     let summary: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(summary["exit_cause"], "exploded");
-    let results: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run.join("results.json")).unwrap()).unwrap();
+    let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.join("results.json")).unwrap()).unwrap();
     assert_eq!(results["exit_cause"], "exploded");
     assert!(results["explosion"]["step"].as_u64().is_some(), "{results}");
 }

@@ -7,11 +7,7 @@ use std::process::Command;
 
 fn vitlab(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_vitlab")).args(args).output().expect("run vitlab");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 /// 5 train batches of 4 records and a test batch of 2, labels i % 10.
@@ -55,7 +51,10 @@ fn data_info_json_then_from_cache() {
     let (ok, out, _) = vitlab(&["data", "info", dir.to_str().unwrap(), "--cache-dir", cache.to_str().unwrap()]);
     assert!(ok);
     assert!(out.contains("cifar10-binary") && out.contains("train        20 images"), "{out}");
-    assert!(out.lines().any(|l| l.starts_with("truck") && l.split_whitespace().collect::<Vec<_>>() == ["truck", "2", "0"]), "{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("truck") && l.split_whitespace().collect::<Vec<_>>() == ["truck", "2", "0"]),
+        "{out}"
+    );
 }
 
 #[test]
@@ -85,7 +84,9 @@ fn data_download_list_and_bench() {
 
 /// The pixels of image `i` of class `c`: each image different, lossless in PNG.
 fn pattern(c: u32, i: u32, size: u32) -> image::RgbImage {
-    image::RgbImage::from_fn(size, size, |x, y| image::Rgb([(c * 80 + x) as u8, (i * 20 + y) as u8, (c * 7 + i * 3 + x * y) as u8]))
+    image::RgbImage::from_fn(size, size, |x, y| {
+        image::Rgb([(c * 80 + x) as u8, (i * 20 + y) as u8, (c * 7 + i * 3 + x * y) as u8])
+    })
 }
 
 /// An image folder `root/{train,test}/<class>/NN.png` of 4x4 images (or
@@ -119,7 +120,8 @@ fn pngs(dir: &Path) -> Vec<(String, image::RgbImage)> {
 
 /// Nothing but `keep` in `dir` (no `*.tmp-*` leftovers).
 fn only(dir: &Path, keep: &[&str]) {
-    let mut names: Vec<String> = fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let mut names: Vec<String> =
+        fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     names.sort();
     let mut keep: Vec<String> = keep.iter().map(|s| s.to_string()).collect();
     keep.sort();
@@ -132,7 +134,8 @@ fn data_unpaired_writes_a_folder_that_data_info_reads() {
     let src = tiny_folder(&t.path().join("src"), 5, 2);
     let out = t.path().join("cat2fox");
     let s = src.to_str().unwrap();
-    let (ok, stdout, err) = vitlab(&["data", "unpaired", s, "--a", "cat", "--b", "fox", "--out", out.to_str().unwrap(), "--no-cache"]);
+    let (ok, stdout, err) =
+        vitlab(&["data", "unpaired", s, "--a", "cat", "--b", "fox", "--out", out.to_str().unwrap(), "--no-cache"]);
     assert!(ok, "{err}");
     assert!(stdout.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["trainA", "cat", "5", "5"]), "{stdout}");
     assert!(stdout.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["testB", "fox", "2", "2"]), "{stdout}");
@@ -162,7 +165,20 @@ fn data_unpaired_writes_a_folder_that_data_info_reads() {
     // --size resizes; an existing empty --out is used.
     let out8 = t.path().join("cat2dog-8");
     fs::create_dir(&out8).unwrap();
-    let (ok, stdout, err) = vitlab(&["data", "unpaired", s, "--a", "dog", "--b", "cat", "--out", out8.to_str().unwrap(), "--size", "8", "--no-cache"]);
+    let (ok, stdout, err) = vitlab(&[
+        "data",
+        "unpaired",
+        s,
+        "--a",
+        "dog",
+        "--b",
+        "cat",
+        "--out",
+        out8.to_str().unwrap(),
+        "--size",
+        "8",
+        "--no-cache",
+    ]);
     assert!(ok, "{err}");
     assert!(stdout.contains("size     8x8 (resized from 4x4, bilinear)"), "{stdout}");
     assert!(pngs(&out8.join("testB")).iter().all(|(_, im)| im.dimensions() == (8, 8)));
@@ -172,7 +188,18 @@ fn data_unpaired_writes_a_folder_that_data_info_reads() {
     // A source without a test split gives trainA/ trainB/ and says so.
     let flat = tiny_folder(&t.path().join("flat"), 3, 0);
     let out_flat = t.path().join("flat-out");
-    let (ok, stdout, err) = vitlab(&["data", "unpaired", flat.to_str().unwrap(), "--a", "cat", "--b", "dog", "--out", out_flat.to_str().unwrap(), "--no-cache"]);
+    let (ok, stdout, err) = vitlab(&[
+        "data",
+        "unpaired",
+        flat.to_str().unwrap(),
+        "--a",
+        "cat",
+        "--b",
+        "dog",
+        "--out",
+        out_flat.to_str().unwrap(),
+        "--no-cache",
+    ]);
     assert!(ok, "{err}");
     assert!(stdout.contains("has no test split: wrote trainA/ and trainB/ only"), "{stdout}");
     only(&out_flat, &["trainA", "trainB", "unpaired.json"]);
@@ -206,7 +233,8 @@ fn data_unpaired_errors() {
     only(t.path(), &["src", "out"]);
     // An --out inside the source would become part of it.
     let inside = src.join("train").join("made");
-    let (ok, _, err) = vitlab(&["data", "unpaired", s, "--a", "cat", "--b", "dog", "--out", inside.to_str().unwrap(), "--no-cache"]);
+    let (ok, _, err) =
+        vitlab(&["data", "unpaired", s, "--a", "cat", "--b", "dog", "--out", inside.to_str().unwrap(), "--no-cache"]);
     assert!(!ok);
     assert!(err.contains("inside the source"), "{err}");
     only(&src.join("train"), &["cat", "dog", "fox"]);
@@ -219,7 +247,24 @@ fn data_unpaired_seeded_limits_pick_the_same_images() {
     let s = src.to_str().unwrap();
     let run = |name: &str, seed: &str| -> std::path::PathBuf {
         let out = t.path().join(name);
-        let args = ["data", "unpaired", s, "--a", "fox", "--b", "cat", "--out", out.to_str().unwrap(), "--limit-train", "3", "--limit-test", "2", "--seed", seed, "--no-cache"];
+        let args = [
+            "data",
+            "unpaired",
+            s,
+            "--a",
+            "fox",
+            "--b",
+            "cat",
+            "--out",
+            out.to_str().unwrap(),
+            "--limit-train",
+            "3",
+            "--limit-test",
+            "2",
+            "--seed",
+            seed,
+            "--no-cache",
+        ];
         let (ok, stdout, err) = vitlab(&args);
         assert!(ok, "{err}");
         assert!(stdout.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["trainA", "fox", "3", "8"]), "{stdout}");
@@ -241,7 +286,11 @@ fn data_unpaired_seeded_limits_pick_the_same_images() {
         };
         let positions: Vec<u32> = a
             .iter()
-            .map(|(_, im)| (0..n).find(|&i| *im == pattern(class, first + i, 4)).unwrap_or_else(|| panic!("{d}: not a source image of {split}")))
+            .map(|(_, im)| {
+                (0..n)
+                    .find(|&i| *im == pattern(class, first + i, 4))
+                    .unwrap_or_else(|| panic!("{d}: not a source image of {split}"))
+            })
             .collect();
         assert!(positions.windows(2).all(|w| w[0] < w[1]), "{d}: {positions:?}");
     }
@@ -259,12 +308,27 @@ fn unpaired_folder_then_cyclegan_training_then_translate() {
     let (ok, _, err) = vitlab(&["data", "unpaired", &s(&src), "--a", "cat", "--b", "dog", "--out", &s(&u), "--size", "24"]);
     assert!(ok, "{err}");
     let sets = [
-        "task=cyclegan", "epochs=2", "batch_size=2", "model.image_size=24", "model.patch_size=4", "model.depth=6",
-        "model.dim=16", "model.mlp_dim=32", "model.heads=2", "optim.name=adam", "optim.lr=2e-4", "schedule.name=linear",
-        "schedule.decay_epochs=1", "cyclegan.discriminator=released", "cyclegan.refiner_width=4", "cyclegan.fid_every=0",
-        "cyclegan.samples=2", "monitor.block_every=0",
+        "task=cyclegan",
+        "epochs=2",
+        "batch_size=2",
+        "model.image_size=24",
+        "model.patch_size=4",
+        "model.depth=6",
+        "model.dim=16",
+        "model.mlp_dim=32",
+        "model.heads=2",
+        "optim.name=adam",
+        "optim.lr=2e-4",
+        "schedule.name=linear",
+        "schedule.decay_epochs=1",
+        "cyclegan.discriminator=released",
+        "cyclegan.refiner_width=4",
+        "cyclegan.fid_every=0",
+        "cyclegan.samples=2",
+        "monitor.block_every=0",
     ];
-    let mut args = vec!["train".to_string(), "--out".into(), s(&run), "--quiet".into(), "--set".into(), format!("data.path={}", s(&u))];
+    let mut args =
+        vec!["train".to_string(), "--out".into(), s(&run), "--quiet".into(), "--set".into(), format!("data.path={}", s(&u))];
     for x in sets {
         args.extend(["--set".to_string(), x.to_string()]);
     }
@@ -275,7 +339,9 @@ fn unpaired_folder_then_cyclegan_training_then_translate() {
     assert_eq!((summary["task"].as_str(), summary["steps"].as_u64()), (Some("cyclegan"), Some(6)), "{summary}");
     assert_eq!(summary["fid_note"], "cyclegan.fid_every = 0");
     assert!(err.contains("FID_A / FID_B not measured"), "{err}");
-    for f in ["config.toml", "steps.csv", "metrics.csv", "results.json", "checkpoints/best.safetensors", "samples/step_0000006.png"] {
+    for f in
+        ["config.toml", "steps.csv", "metrics.csv", "results.json", "checkpoints/best.safetensors", "samples/step_0000006.png"]
+    {
         assert!(run.join(f).exists(), "{f}");
     }
 
@@ -289,7 +355,8 @@ fn unpaired_folder_then_cyclegan_training_then_translate() {
         assert!(rep.join(f).exists(), "{f}");
     }
 
-    let (ok, _, err) = vitlab(&["translate", &s(&run), &s(&u.join("testA")), "--direction", "a2b", "--out", &s(&out), "--size", "32"]);
+    let (ok, _, err) =
+        vitlab(&["translate", &s(&run), &s(&u.join("testA")), "--direction", "a2b", "--out", &s(&out), "--size", "32"]);
     assert!(ok, "{err}");
     let written = pngs(&out);
     assert_eq!(written.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["00000.png", "00001.png"]);
@@ -304,7 +371,15 @@ fn unpaired_folder_then_cyclegan_training_then_translate() {
     // A bad --direction is a usage error of several lines (tests/cli.rs checks it).
     let e = err_of(&["translate", &s(&run), &s(&t.path().join("nope.png")), "--direction", "a2b", "--out", &s(&out)]);
     assert!(e.contains("nope.png"), "{e}");
-    let e = err_of(&["translate", &s(&t.path().join("src")), &s(&u.join("testA")), "--direction", "b2a", "--out", &s(&t.path().join("o2"))]);
+    let e = err_of(&[
+        "translate",
+        &s(&t.path().join("src")),
+        &s(&u.join("testA")),
+        "--direction",
+        "b2a",
+        "--out",
+        &s(&t.path().join("o2")),
+    ]);
     assert!(e.contains("not a (started) run directory"), "{e}");
     assert!(!t.path().join("o2").exists());
 }
@@ -318,8 +393,19 @@ fn data_preview_and_augment_show_what_the_loader_does() {
     let config = root.join("configs/strong-cifar10.toml");
     let grid = t.path().join("grid.png");
     let args = [
-        "data", "preview", dir.to_str().unwrap(), "--config", config.to_str().unwrap(), "--out",
-        grid.to_str().unwrap(), "--count", "12", "--set", "batch_size=4", "--cache-dir", cache.to_str().unwrap(),
+        "data",
+        "preview",
+        dir.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+        "--out",
+        grid.to_str().unwrap(),
+        "--count",
+        "12",
+        "--set",
+        "batch_size=4",
+        "--cache-dir",
+        cache.to_str().unwrap(),
     ];
     let (ok, out, err) = vitlab(&args);
     assert!(ok, "{err}");
@@ -343,7 +429,17 @@ fn data_preview_and_augment_show_what_the_loader_does() {
     }
     im.save(&src).unwrap();
     let rotated = t.path().join("rot.png");
-    let (ok, _, err) = vitlab(&["data", "augment", src.to_str().unwrap(), "--op", "rotate", "--magnitude", "90", "--out", rotated.to_str().unwrap()]);
+    let (ok, _, err) = vitlab(&[
+        "data",
+        "augment",
+        src.to_str().unwrap(),
+        "--op",
+        "rotate",
+        "--magnitude",
+        "90",
+        "--out",
+        rotated.to_str().unwrap(),
+    ]);
     assert!(ok, "{err}");
     let r = image::open(&rotated).unwrap().to_rgb8();
     // Counter-clockwise: the top-right pixel moves to the top-left.
@@ -353,6 +449,7 @@ fn data_preview_and_augment_show_what_the_loader_does() {
     let (ok, _, err) = vitlab(&["data", "augment", src.to_str().unwrap(), "--op", "twist", "--out", rotated.to_str().unwrap()]);
     assert!(!ok && err.contains("--op") && err.contains("shear_x"), "{err}");
     let missing = t.path().join("nope.png");
-    let (ok, _, err) = vitlab(&["data", "augment", missing.to_str().unwrap(), "--op", "invert", "--out", rotated.to_str().unwrap()]);
+    let (ok, _, err) =
+        vitlab(&["data", "augment", missing.to_str().unwrap(), "--op", "invert", "--out", rotated.to_str().unwrap()]);
     assert!(!ok && err.contains("nope.png"), "{err}");
 }

@@ -44,9 +44,7 @@ fn weights() -> &'static Path {
 fn write_png(path: &Path, w: u32, h: u32, gray: bool, seed: u32) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     if gray {
-        image::GrayImage::from_fn(w, h, |x, y| image::Luma([((x * 7 + y * 13 + seed * 31) % 256) as u8]))
-            .save(path)
-            .unwrap();
+        image::GrayImage::from_fn(w, h, |x, y| image::Luma([((x * 7 + y * 13 + seed * 31) % 256) as u8])).save(path).unwrap();
     } else {
         image::RgbImage::from_fn(w, h, |x, y| {
             image::Rgb([((x * 5 + seed * 17) % 256) as u8, ((y * 9 + seed) % 256) as u8, ((x * y + seed * 3) % 256) as u8])
@@ -161,18 +159,40 @@ fn bad_inputs_are_one_line_errors_naming_the_path() {
     let e = error_of(&["fid", s(&broken), "--save-stats", s(&stats), "--weights", s(w), "--quiet"]);
     assert!(e.contains(s(&broken.join("bad.png"))), "{e}");
     assert!(!stats.exists());
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().contains("tmp")).count(), 0);
+    assert_eq!(
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().contains("tmp"))
+            .count(),
+        0
+    );
 
     // Saved features of one layer against a request for another.
     let stats = dir.path().join("real64.safetensors");
-    assert!(vitlab(&["fid", s(&real), "--save-stats", s(&stats), "--weights", s(w), "--feature", "64", "--quiet"]).status.success());
+    assert!(vitlab(&["fid", s(&real), "--save-stats", s(&stats), "--weights", s(w), "--feature", "64", "--quiet"])
+        .status
+        .success());
     let e = error_of(&["fid", s(&stats), s(&fake), "--weights", s(w), "--feature", "192", "--quiet"]);
     assert!(e.contains(s(&stats)) && e.contains("64-feature") && e.contains("192"), "{e}");
     // Saved features of one preprocessing against an explicit request for another, the default included.
     let e = error_of(&["fid", s(&stats), s(&fake), "--weights", s(w), "--preprocess", "torchmetrics", "--quiet"]);
     assert!(e.contains(s(&stats)) && e.contains("pytorch-fid preprocessing, not torchmetrics"), "{e}");
     let tm = dir.path().join("real_tm.safetensors");
-    assert!(vitlab(&["fid", s(&real), "--save-stats", s(&tm), "--weights", s(w), "--feature", "64", "--preprocess", "torchmetrics", "--quiet"]).status.success());
+    assert!(vitlab(&[
+        "fid",
+        s(&real),
+        "--save-stats",
+        s(&tm),
+        "--weights",
+        s(w),
+        "--feature",
+        "64",
+        "--preprocess",
+        "torchmetrics",
+        "--quiet"
+    ])
+    .status
+    .success());
     let e = error_of(&["fid", s(&tm), s(&fake), "--weights", s(w), "--preprocess", "pytorch-fid", "--quiet"]);
     assert!(e.contains("torchmetrics preprocessing, not pytorch-fid"), "{e}");
     // A safetensors file that is not saved features.

@@ -12,20 +12,34 @@ fn text(o: &Output) -> String {
 
 /// A tiny model on a small generated dataset: a run takes well under a second.
 const TINY: &[&str] = &[
-    "--set", "data.path=synthetic",
-    "--set", "data.synthetic_train=96",
-    "--set", "data.synthetic_test=32",
-    "--set", "data.synthetic_size=8",
-    "--set", "data.val_size=32",
-    "--set", "data.workers=1",
-    "--set", "model.image_size=8",
-    "--set", "model.patch_size=4",
-    "--set", "model.depth=1",
-    "--set", "model.dim=16",
-    "--set", "model.mlp_dim=32",
-    "--set", "model.heads=2",
-    "--set", "batch_size=32",
-    "--set", "monitor.block_every=0",
+    "--set",
+    "data.path=synthetic",
+    "--set",
+    "data.synthetic_train=96",
+    "--set",
+    "data.synthetic_test=32",
+    "--set",
+    "data.synthetic_size=8",
+    "--set",
+    "data.val_size=32",
+    "--set",
+    "data.workers=1",
+    "--set",
+    "model.image_size=8",
+    "--set",
+    "model.patch_size=4",
+    "--set",
+    "model.depth=1",
+    "--set",
+    "model.dim=16",
+    "--set",
+    "model.mlp_dim=32",
+    "--set",
+    "model.heads=2",
+    "--set",
+    "batch_size=32",
+    "--set",
+    "monitor.block_every=0",
 ];
 
 #[test]
@@ -34,7 +48,19 @@ fn a_parallel_sweep_runs_every_cell_and_seed_as_child_processes_then_reports() {
     let out = dir.path().join("sweep");
     let out_s = out.to_str().unwrap();
     let args = [
-        &["sweep", "--grid", "model.block=vit,vit22b-nonorm", "--seeds", "2", "--jobs", "2", "--out", out_s, "--report", "--quiet"],
+        &[
+            "sweep",
+            "--grid",
+            "model.block=vit,vit22b-nonorm",
+            "--seeds",
+            "2",
+            "--jobs",
+            "2",
+            "--out",
+            out_s,
+            "--report",
+            "--quiet",
+        ],
         TINY,
         &["--set", "epochs=1"],
     ]
@@ -48,8 +74,7 @@ fn a_parallel_sweep_runs_every_cell_and_seed_as_child_processes_then_reports() {
             assert!(run.join("train.log").exists(), "child process log of {}", run.display());
         }
     }
-    let manifest: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("sweep.json")).unwrap()).unwrap();
+    let manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("sweep.json")).unwrap()).unwrap();
     assert_eq!(manifest["runs"].as_array().unwrap().len(), 4);
     assert_eq!(manifest["seeds"], serde_json::json!([0, 1]));
     let md = std::fs::read_to_string(out.join("report/report.md")).unwrap();
@@ -109,8 +134,20 @@ fn stability_plans_blocks_by_stabilisers_by_seeds_and_runs_a_small_study() {
     // A small one that runs: 2 blocks x 2 stabilisers, 1 seed, 4 steps, plus an LR axis.
     let args = [
         &[
-            "stability", "--steps", "4", "--seeds", "1", "--blocks", "vit,vit22b-nonorm", "--stabilizers", "none,z-loss",
-            "--lr", "1e-3,1e4", "--out", out_s, "--quiet",
+            "stability",
+            "--steps",
+            "4",
+            "--seeds",
+            "1",
+            "--blocks",
+            "vit,vit22b-nonorm",
+            "--stabilizers",
+            "none,z-loss",
+            "--lr",
+            "1e-3,1e4",
+            "--out",
+            out_s,
+            "--quiet",
         ],
         TINY,
     ]

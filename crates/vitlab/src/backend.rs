@@ -46,10 +46,7 @@ impl Backend {
 
     /// The CPU backends compiled into this binary, fastest-first preference aside.
     pub fn compiled_cpu() -> Vec<Backend> {
-        [Backend::Flex, Backend::Tch]
-            .into_iter()
-            .filter(|b| b.compiled())
-            .collect()
+        [Backend::Flex, Backend::Tch].into_iter().filter(|b| b.compiled()).collect()
     }
 
     /// The device (without autodiff) for this backend.
@@ -62,9 +59,7 @@ impl Backend {
             };
             return Err(Error::Backend {
                 name: self.name().into(),
-                message: format!(
-                    "this vitlab binary was built without it; rebuild with `--features {feature}`"
-                ),
+                message: format!("this vitlab binary was built without it; rebuild with `--features {feature}`"),
             });
         }
         Ok(self.device_unchecked())
@@ -96,12 +91,7 @@ impl FromStr for Backend {
         Backend::ALL
             .into_iter()
             .find(|b| b.name() == s)
-            .ok_or_else(|| {
-                Error::config(
-                    "backend",
-                    format!("unknown backend {s:?}; expected one of flex, tch, tch-cuda, cuda"),
-                )
-            })
+            .ok_or_else(|| Error::config("backend", format!("unknown backend {s:?}; expected one of flex, tch, tch-cuda, cuda")))
     }
 }
 

@@ -249,11 +249,7 @@ pub struct MonitorSection {
 
 impl Default for MonitorSection {
     fn default() -> Self {
-        MonitorSection {
-            block_every: 50,
-            max_logit: 1e4,
-            max_grad: 1e4,
-        }
+        MonitorSection { block_every: 50, max_logit: 1e4, max_grad: 1e4 }
     }
 }
 
@@ -363,13 +359,7 @@ pub struct EmaSection {
 
 impl Default for EmaSection {
     fn default() -> Self {
-        EmaSection {
-            decay: 0.0,
-            warmup: false,
-            warmup_gamma: 1.0,
-            warmup_power: 2.0 / 3.0,
-            min_decay: 0.0,
-        }
+        EmaSection { decay: 0.0, warmup: false, warmup_gamma: 1.0, warmup_power: 2.0 / 3.0, min_decay: 0.0 }
     }
 }
 
@@ -475,12 +465,8 @@ pub fn set_key(table: &mut toml::Table, key: &str, value: &str) -> Result<()> {
     }
     let mut t = table;
     for p in &parts[..parts.len() - 1] {
-        let entry = t
-            .entry(p.to_string())
-            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        t = entry
-            .as_table_mut()
-            .ok_or_else(|| Error::config(key, format!("{p} is a value, not a section")))?;
+        let entry = t.entry(p.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        t = entry.as_table_mut().ok_or_else(|| Error::config(key, format!("{p} is a value, not a section")))?;
     }
     t.insert(parts[parts.len() - 1].to_string(), parse_value(value));
     Ok(())
@@ -488,9 +474,7 @@ pub fn set_key(table: &mut toml::Table, key: &str, value: &str) -> Result<()> {
 
 /// Splits a `key=value` override.
 pub fn parse_override(s: &str) -> Result<(String, String)> {
-    let (k, v) = s
-        .split_once('=')
-        .ok_or_else(|| Error::config(s, "an override must look like key=value, e.g. optim.lr=3e-4"))?;
+    let (k, v) = s.split_once('=').ok_or_else(|| Error::config(s, "an override must look like key=value, e.g. optim.lr=3e-4"))?;
     Ok((k.trim().to_string(), v.trim().to_string()))
 }
 
@@ -528,10 +512,7 @@ impl ExperimentConfig {
         let de = toml::Value::Table(table);
         let config: ExperimentConfig = serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();
-            Error::config(
-                if path == "." { source.to_string() } else { format!("{source}: {path}") },
-                e.into_inner().to_string(),
-            )
+            Error::config(if path == "." { source.to_string() } else { format!("{source}: {path}") }, e.into_inner().to_string())
         })?;
         config.validate()?;
         Ok(config)
@@ -542,8 +523,7 @@ impl ExperimentConfig {
         let (mut table, source) = match path {
             Some(p) => {
                 let text = std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?;
-                let t: toml::Table = toml::from_str(&text)
-                    .map_err(|e| Error::config(p.display().to_string(), e.to_string()))?;
+                let t: toml::Table = toml::from_str(&text).map_err(|e| Error::config(p.display().to_string(), e.to_string()))?;
                 (t, p.display().to_string())
             }
             None => (toml::Table::new(), "config".to_string()),

@@ -38,31 +38,19 @@ pub enum Error {
 
 impl Error {
     pub fn config(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Error::Config {
-            field: field.into(),
-            message: message.into(),
-        }
+        Error::Config { field: field.into(), message: message.into() }
     }
 
     pub fn weights(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
-        Error::Weights {
-            path: path.into(),
-            message: message.into(),
-        }
+        Error::Weights { path: path.into(), message: message.into() }
     }
 
     pub fn data(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
-        Error::Data {
-            path: path.into(),
-            message: message.into(),
-        }
+        Error::Data { path: path.into(), message: message.into() }
     }
 
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io {
-            path: path.into(),
-            source,
-        }
+        Error::Io { path: path.into(), source }
     }
 }
 

@@ -47,11 +47,7 @@ impl Predictions<'_> {
                 let y = self.labels[i] as usize;
                 let target = row[y];
                 // Rank of the true class: how many classes beat it.
-                let better = row
-                    .iter()
-                    .enumerate()
-                    .filter(|&(j, &v)| v > target || (v == target && j < y))
-                    .count();
+                let better = row.iter().enumerate().filter(|&(j, &v)| v > target || (v == target && j < y)).count();
                 better < k
             })
             .count();
@@ -110,11 +106,7 @@ impl Predictions<'_> {
                 correct[y as usize] += 1;
             }
         }
-        correct
-            .iter()
-            .zip(&total)
-            .map(|(&c, &t)| if t == 0 { f64::NAN } else { c as f64 / t as f64 })
-            .collect()
+        correct.iter().zip(&total).map(|(&c, &t)| if t == 0 { f64::NAN } else { c as f64 / t as f64 }).collect()
     }
 
     pub fn summary(&self) -> ClassificationMetrics {

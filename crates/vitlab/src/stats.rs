@@ -75,11 +75,7 @@ pub fn welch_t_test(a: &[f64], b: &[f64]) -> Option<TTest> {
     }
     let t = (mean(a) - mean(b)) / se2.sqrt();
     let df = se2 * se2 / (va * va / (na - 1.0) + vb * vb / (nb - 1.0));
-    Some(TTest {
-        t,
-        df,
-        p: student_t_two_sided(t, df),
-    })
+    Some(TTest { t, df, p: student_t_two_sided(t, df) })
 }
 
 /// Two-sided tail probability `P(|T| > |t|)` of Student's t with `df` degrees
@@ -194,9 +190,7 @@ mod tests {
 
     #[test]
     fn mean_and_unbiased_std() {
-        let a = [
-            27.5, 21.0, 19.0, 23.6, 17.0, 17.9, 16.9, 20.1, 21.9, 22.6, 23.1, 19.6, 19.0, 21.7, 21.4,
-        ];
+        let a = [27.5, 21.0, 19.0, 23.6, 17.0, 17.9, 16.9, 20.1, 21.9, 22.6, 23.1, 19.6, 19.0, 21.7, 21.4];
         assert!(close(mean(&a), 20.819999999999997, 1e-14));
         assert!(close(std_dev(&a), 2.8048936827317665, 1e-13));
         assert!(mean(&[]).is_nan());
@@ -219,13 +213,7 @@ mod tests {
     fn welch_t_test_matches_scipy() {
         // (a, b, t, p, df)
         let cases: [(&[f64], &[f64], f64, f64, f64); 3] = [
-            (
-                &[0.752, 0.761, 0.748],
-                &[0.776, 0.781, 0.769],
-                -4.178358252465949,
-                0.014224430754288515,
-                3.9610415962123775,
-            ),
+            (&[0.752, 0.761, 0.748], &[0.776, 0.781, 0.769], -4.178358252465949, 0.014224430754288515, 3.9610415962123775),
             (
                 &[1.0, 2.0, 3.0, 4.0, 5.0],
                 &[2.0, 4.0, 6.0, 8.0, 10.0, 12.0],

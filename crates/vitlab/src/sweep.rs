@@ -73,11 +73,8 @@ fn short_names(grid: &[Axis]) -> Vec<String> {
 
 /// A value as a path component: characters outside `[A-Za-z0-9._+=-]` become `_`.
 fn path_safe(s: &str) -> String {
-    let cleaned: String = s
-        .trim_matches('"')
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || "._+-=".contains(c) { c } else { '_' })
-        .collect();
+    let cleaned: String =
+        s.trim_matches('"').chars().map(|c| if c.is_ascii_alphanumeric() || "._+-=".contains(c) { c } else { '_' }).collect();
     if cleaned.is_empty() || cleaned.starts_with('.') {
         format!("_{cleaned}")
     } else {
@@ -124,17 +121,10 @@ pub fn plan(spec: &SweepSpec, root: &Path) -> Result<Plan> {
     let mut seen = std::collections::HashSet::new();
     for &seed in &spec.seeds {
         for cell in &cells {
-            let cell_overrides: Vec<String> = cell
-                .iter()
-                .zip(&spec.grid)
-                .flat_map(|(&v, a)| a.levels[v].overrides.iter().cloned())
-                .collect();
-            let label: Vec<String> = cell
-                .iter()
-                .zip(&spec.grid)
-                .zip(&names)
-                .map(|((&v, a), n)| format!("{n}={}", a.levels[v].label))
-                .collect();
+            let cell_overrides: Vec<String> =
+                cell.iter().zip(&spec.grid).flat_map(|(&v, a)| a.levels[v].overrides.iter().cloned()).collect();
+            let label: Vec<String> =
+                cell.iter().zip(&spec.grid).zip(&names).map(|((&v, a), n)| format!("{n}={}", a.levels[v].label)).collect();
             let cell_name = if label.is_empty() { "base".to_string() } else { label.join(",") };
             let cell_dir = if label.is_empty() {
                 "base".to_string()
@@ -157,12 +147,7 @@ pub fn plan(spec: &SweepSpec, root: &Path) -> Result<Plan> {
             let config = ExperimentConfig::load(spec.config.as_deref(), &overrides)?;
             // Model constraints (patch size, heads) fail here rather than mid-sweep.
             config.model.resolve(config.model.num_classes.unwrap_or(2), 3)?;
-            runs.push(PlannedRun {
-                dir,
-                cell: cell_name,
-                cell_overrides,
-                seed,
-            });
+            runs.push(PlannedRun { dir, cell: cell_name, cell_overrides, seed });
             configs.push(config);
         }
     }
@@ -380,9 +365,8 @@ pub fn run(plan: &Plan, options: &SweepOptions) -> Result<Summary> {
             }
         });
     }
-    let summary = Summary {
-        runs: outcomes.into_inner().expect("lock").into_iter().map(|o| o.expect("every run visited")).collect(),
-    };
+    let summary =
+        Summary { runs: outcomes.into_inner().expect("lock").into_iter().map(|o| o.expect("every run visited")).collect() };
     let json = serde_json::to_string_pretty(&summary).expect("summary serialises");
     atomic_write(&plan.root.join(Summary::FILE), json.as_bytes())?;
     Ok(summary)
@@ -527,11 +511,7 @@ fn execute(
         Runner::Subprocess { program } => {
             run.create()?;
             let log_path = run.root.join("train.log");
-            let log = fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&log_path)
-                .map_err(|e| Error::io(&log_path, e))?;
+            let log = fs::OpenOptions::new().create(true).append(true).open(&log_path).map_err(|e| Error::io(&log_path, e))?;
             let log_err = log.try_clone().map_err(|e| Error::io(&log_path, e))?;
             let mut cmd = Command::new(program);
             cmd.arg("train").arg("--quiet");
@@ -601,10 +581,7 @@ mod tests {
         let spec = SweepSpec {
             config: None,
             overrides: vec!["data.path=synthetic".into()],
-            grid: vec![
-                Axis::parse("model.block=vit,vit22b").unwrap(),
-                Axis::parse("optim.lr=1e-3,3e-4").unwrap(),
-            ],
+            grid: vec![Axis::parse("model.block=vit,vit22b").unwrap(), Axis::parse("optim.lr=1e-3,3e-4").unwrap()],
             seeds: vec![0, 1],
         };
         let p = plan(&spec, Path::new("/tmp/x")).unwrap();

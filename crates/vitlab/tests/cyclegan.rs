@@ -131,8 +131,14 @@ fn a_stopped_and_resumed_cyclegan_run_equals_an_uninterrupted_one() {
     }
 
     // Sample grids every half of the run: 2 columns of 24 px ... 6 columns.
-    let samples: Vec<String> = std::fs::read_dir(whole.root.join("samples")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    assert!(samples.contains(&"step_0000003.png".to_string()) && samples.contains(&"step_0000006.png".to_string()), "{samples:?}");
+    let samples: Vec<String> = std::fs::read_dir(whole.root.join("samples"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        samples.contains(&"step_0000003.png".to_string()) && samples.contains(&"step_0000006.png".to_string()),
+        "{samples:?}"
+    );
     let grid = image::open(whole.root.join("samples/step_0000006.png")).unwrap();
     assert_eq!((grid.width(), grid.height()), (6 * 24 + 7 * 2, 2 * 24 + 3 * 2));
 
@@ -171,7 +177,10 @@ fn fid_is_measured_each_epoch_when_the_weights_are_there_and_the_reason_recorded
 
     // Weights that are not there: training goes on, the columns stay empty, the reason is kept.
     let run = RunDir::new(dir.path().join("nofid"));
-    let c = config(&data, &["cyclegan.fid_every=1", "cyclegan.fid_weights=/nonexistent/fid.safetensors", "epochs=1", "schedule.decay_epochs=1"]);
+    let c = config(
+        &data,
+        &["cyclegan.fid_every=1", "cyclegan.fid_weights=/nonexistent/fid.safetensors", "epochs=1", "schedule.decay_epochs=1"],
+    );
     let r = cyclegan(train(Start::New(&c), &run, &mut Progress::silent()).unwrap());
     assert!(r.fid_a.is_none());
     assert!(r.fid_note.as_deref().unwrap().contains("/nonexistent/fid.safetensors"), "{:?}", r.fid_note);
@@ -203,7 +212,14 @@ fn translate_writes_pngs_named_like_the_inputs_and_refuses_a_classifier() {
     let (g_b, _, _) = load_generator(&run.root, Direction::BToA, &device).unwrap();
     let out_b = dir.path().join("out_b");
     translate_files(&g_b, &gc, &inputs[..1], &out_b, None, &device).unwrap();
-    assert_ne!(image::open(out_b.join("000.png")).unwrap().to_rgb8().into_raw(), image::open(out.join("000.png")).unwrap().resize_exact(24, 24, image::imageops::FilterType::Triangle).to_rgb8().into_raw());
+    assert_ne!(
+        image::open(out_b.join("000.png")).unwrap().to_rgb8().into_raw(),
+        image::open(out.join("000.png"))
+            .unwrap()
+            .resize_exact(24, 24, image::imageops::FilterType::Triangle)
+            .to_rgb8()
+            .into_raw()
+    );
 
     // Two inputs that would write one file.
     let jpg = dir.path().join("000.jpg");
@@ -213,11 +229,26 @@ fn translate_writes_pngs_named_like_the_inputs_and_refuses_a_classifier() {
 
     // A classification run is not a generator.
     let cls = RunDir::new(dir.path().join("cls"));
-    let cc = ExperimentConfig::load(None, &[
-        "data.path=synthetic", "data.synthetic_train=64", "data.synthetic_test=16", "data.synthetic_size=8", "data.val_size=0",
-        "model.image_size=8", "model.patch_size=4", "model.depth=1", "model.dim=8", "model.mlp_dim=8", "model.heads=2",
-        "epochs=1", "batch_size=32",
-    ].map(String::from)).unwrap();
+    let cc = ExperimentConfig::load(
+        None,
+        &[
+            "data.path=synthetic",
+            "data.synthetic_train=64",
+            "data.synthetic_test=16",
+            "data.synthetic_size=8",
+            "data.val_size=0",
+            "model.image_size=8",
+            "model.patch_size=4",
+            "model.depth=1",
+            "model.dim=8",
+            "model.mlp_dim=8",
+            "model.heads=2",
+            "epochs=1",
+            "batch_size=32",
+        ]
+        .map(String::from),
+    )
+    .unwrap();
     train(Start::New(&cc), &cls, &mut Progress::silent()).unwrap();
     let e = load_generator(&cls.root, Direction::AToB, &device).err().unwrap().to_string();
     assert!(e.contains("classification checkpoint") && e.contains("best.safetensors"), "{e}");

@@ -17,8 +17,7 @@ use std::sync::{Arc, Mutex};
 use vitlab::data::download::{self, Checksum, Remote};
 use vitlab::data::loader::{Loader, LoaderConfig, Rng};
 use vitlab::data::{
-    cache, cifar, open, open_with, stratified_split, Augment, CacheStatus, DataFormat, Dataset, ImageSet, Normalize,
-    OpenOptions,
+    cache, cifar, open, open_with, stratified_split, Augment, CacheStatus, DataFormat, Dataset, ImageSet, Normalize, OpenOptions,
 };
 
 fn tmp() -> tempfile::TempDir {
@@ -27,10 +26,7 @@ fn tmp() -> tempfile::TempDir {
 
 /// Options with the cache kept inside the test's own folder.
 fn opts(cache_dir: &Path) -> OpenOptions {
-    OpenOptions {
-        cache_dir: Some(cache_dir.to_path_buf()),
-        ..OpenOptions::default()
-    }
+    OpenOptions { cache_dir: Some(cache_dir.to_path_buf()), ..OpenOptions::default() }
 }
 
 fn err_text<T: std::fmt::Debug>(r: vitlab::Result<T>) -> String {
@@ -159,7 +155,9 @@ fn py2_pickle(entries: Vec<(&str, Py)>) -> Vec<u8> {
                 o.extend(b"cnumpy.core.multiarray\n_reconstruct\nq\x03cnumpy\nndarray\nq\x04K\x00\x85U\x01b\x87R(K\x01");
                 int(&mut o, rows as i64);
                 int(&mut o, cols as i64);
-                o.extend(b"\x86cnumpy\ndtype\nU\x02u1K\x00K\x01\x87R(K\x03U\x01|NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00tb\x89");
+                o.extend(
+                    b"\x86cnumpy\ndtype\nU\x02u1K\x00K\x01\x87R(K\x03U\x01|NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00tb\x89",
+                );
                 s(&mut o, &data);
                 o.extend(b"tb");
             }
@@ -388,8 +386,7 @@ fn tiny_imagenet_layout() {
     }
     write_jpg(&root.join("val/images/val_0.JPEG"), 64, 64, [4, 5, 6]);
     write_jpg(&root.join("val/images/val_1.JPEG"), 64, 64, [1, 2, 3]);
-    fs::write(root.join("val/val_annotations.txt"), "val_0.JPEG\tn02\t0\t0\t10\t10\nval_1.JPEG\tn01\t1\t1\t9\t9\n")
-        .unwrap();
+    fs::write(root.join("val/val_annotations.txt"), "val_0.JPEG\tn02\t0\t0\t10\t10\nval_1.JPEG\tn01\t1\t1\t9\t9\n").unwrap();
     // The parent folder is recognised too.
     let ds = open_with(t.path(), &opts(t.path())).unwrap();
     assert_eq!(ds.format, DataFormat::TinyImagenet);
@@ -514,10 +511,7 @@ fn label_out_of_range() {
     assert_err(open_with(&dir, &opts(t.path())), "train.bin", "coarse label 20 out of range");
     // Python release: a label of 11 in a pickle.
     let pdir = write_cifar10_py(t.path());
-    let bad = py2_pickle(vec![
-        ("labels", Py::Ints(vec![11])),
-        ("data", Py::Array(pixels(0), 1, 3072)),
-    ]);
+    let bad = py2_pickle(vec![("labels", Py::Ints(vec![11])), ("data", Py::Array(pixels(0), 1, 3072))]);
     fs::write(pdir.join("data_batch_2"), bad).unwrap();
     assert_err(open_with(&pdir, &opts(t.path())), "data_batch_2", "label 11 out of range");
 }
@@ -629,7 +623,17 @@ fn mutated_inputs_never_panic() {
 
 #[test]
 fn stratified_split_is_stratified_seeded_and_complete() {
-    let labels: Vec<u32> = (0..1000).map(|i| if i < 700 { 0 } else if i < 900 { 1 } else { 2 }).collect();
+    let labels: Vec<u32> = (0..1000)
+        .map(|i| {
+            if i < 700 {
+                0
+            } else if i < 900 {
+                1
+            } else {
+                2
+            }
+        })
+        .collect();
     let (train, val) = stratified_split(&labels, 100, 7);
     assert_eq!((train.len(), val.len()), (900, 100));
     let count = |idx: &[usize], c| idx.iter().filter(|&&i| labels[i] == c).count();
@@ -697,7 +701,9 @@ fn reference_batch(set: &ImageSet, order: &[usize], from: usize, cfg: &LoaderCon
 #[test]
 fn loader_matches_the_plain_reference_for_any_worker_count() {
     let set = Arc::new(ImageSet::synthetic(70, 5, 12, 3));
-    for augment in [Augment::standard(), Augment::paper(), Augment { crop_padding: 13, hflip: 1.0, vflip: 1.0, ..Augment::none() }] {
+    for augment in
+        [Augment::standard(), Augment::paper(), Augment { crop_padding: 13, hflip: 1.0, vflip: 1.0, ..Augment::none() }]
+    {
         let cfg = |workers| LoaderConfig {
             batch_size: 16,
             image_size: 12,
@@ -789,7 +795,8 @@ fn serve(body: Vec<u8>, drop_first: Option<usize>) -> Server {
                 r.extend(&body[start..]);
                 r
             } else {
-                let mut r = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len()).into_bytes();
+                let mut r =
+                    format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len()).into_bytes();
                 match drop_first {
                     Some(n) if !dropped => {
                         dropped = true;
@@ -925,10 +932,7 @@ fn download_unpacks_zips_and_uses_a_file_put_there_by_hand() {
     assert_eq!(ds.format, DataFormat::Unpaired);
     assert_eq!(ds.train.len(), 2);
     // Again, offline: the verified file and the unpacked folder are used as they are.
-    let offline = Remote {
-        url: "http://127.0.0.1:9/unreachable.zip".into(),
-        ..remote.clone()
-    };
+    let offline = Remote { url: "http://127.0.0.1:9/unreachable.zip".into(), ..remote.clone() };
     assert_eq!(download::download(&offline, &out, &mut no_progress()).unwrap(), path);
     // A file put there by hand with the wrong content is refused, naming it.
     let other = t.path().join("other");
@@ -947,7 +951,16 @@ fn download_unpacks_zips_and_uses_a_file_put_there_by_hand() {
 #[test]
 fn catalog_names_and_checksums() {
     let all = download::catalog();
-    for name in ["cifar10", "cifar10-binary", "cifar100", "cifar100-binary", "tiny-imagenet", "apple2orange", "horse2zebra", "monet2photo"] {
+    for name in [
+        "cifar10",
+        "cifar10-binary",
+        "cifar100",
+        "cifar100-binary",
+        "tiny-imagenet",
+        "apple2orange",
+        "horse2zebra",
+        "monet2photo",
+    ] {
         let r = download::find(name).unwrap();
         let hex_len = match &r.checksum {
             Checksum::Md5(h) => (h.len() == 32).then_some(()),

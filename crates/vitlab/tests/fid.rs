@@ -88,7 +88,8 @@ fn preprocessing_equals_pytorch_fid_and_torch_fidelity() {
     for i in 0..2 {
         let (shape, hwc) = &imgs[&format!("img{i}")];
         let im = &images(&[1, shape[0], shape[1], 3], hwc)[0];
-        let modes = [(Resize::PytorchFid, "pytorchfid"), (Resize::TorchFidelity, "fidelity"), (Resize::Torchmetrics, "torchmetrics")];
+        let modes =
+            [(Resize::PytorchFid, "pytorchfid"), (Resize::TorchFidelity, "fidelity"), (Resize::Torchmetrics, "torchmetrics")];
         for (mode, key) in modes {
             let mut out = vec![0f32; 3 * s * s];
             mode.apply(&im.chw, im.h, im.w, &mut out);

@@ -9,8 +9,8 @@ use burn::tensor::{Device, Distribution, Tensor};
 use common::{fixture_path, host};
 use vitlab::models::weights::{collect, load_file, read_safetensors, save_file, Layout};
 use vitlab::models::{
-    param_count, BlockVariant, Discriminator, DiscriminatorConfig, DiscriminatorKind, HeadKind, ModelConfig, Pool,
-    Preset, Size, Vit, VitUnet, VitUnetConfig,
+    param_count, BlockVariant, Discriminator, DiscriminatorConfig, DiscriminatorKind, HeadKind, ModelConfig, Pool, Preset, Size,
+    Vit, VitUnet, VitUnetConfig,
 };
 use vitlab::Error;
 
@@ -120,9 +120,7 @@ fn parameter_counts_equal_pytorchs() {
     }
     assert_eq!(checked, 2 * 5 * BlockVariant::ALL.len());
     // The paper's Table 1 figures.
-    let paper = |size| {
-        param_count(&ModelConfig::new(BlockVariant::Vit, size).with_preset(Preset::Paper).with_image(224, 16))
-    };
+    let paper = |size| param_count(&ModelConfig::new(BlockVariant::Vit, size).with_preset(Preset::Paper).with_image(224, 16));
     assert_eq!(paper(Size::Tiny), 5_673_034);
     assert_eq!(paper(Size::Small), 22_257_802);
 }
@@ -196,10 +194,7 @@ fn a_mis_shaped_tensor_names_the_key_and_both_shapes() {
     let mut target = saved.clone();
     target.num_classes = 10;
     let msg = load_error(&saved, &target);
-    assert!(
-        msg.contains(r#"tensor "head.weight" has shape [7, 32] in the file but the model expects [10, 32]"#),
-        "{msg}"
-    );
+    assert!(msg.contains(r#"tensor "head.weight" has shape [7, 32] in the file but the model expects [10, 32]"#), "{msg}");
     assert!(msg.contains(r#""head.bias" has shape [7]"#), "{msg}");
 }
 
@@ -224,23 +219,13 @@ fn a_file_that_is_not_safetensors_is_an_error_naming_it() {
     let c = small(BlockVariant::Vit, Pool::Cls, Preset::Default);
     let msg = load_file(Vit::new(&c, &device()).unwrap(), &path).unwrap_err().to_string();
     assert!(msg.contains("broken.safetensors") && msg.contains("not a valid safetensors file"), "{msg}");
-    let missing = load_file(Vit::new(&c, &device()).unwrap(), Path::new("/nonexistent/x.safetensors"))
-        .unwrap_err()
-        .to_string();
+    let missing = load_file(Vit::new(&c, &device()).unwrap(), Path::new("/nonexistent/x.safetensors")).unwrap_err().to_string();
     assert!(missing.contains("/nonexistent/x.safetensors"), "{missing}");
 }
 
 /// A small generator: 16 px in patches of 4, width 32, 2 heads, one block per stage.
 fn small_unet(block: BlockVariant) -> VitUnetConfig {
-    VitUnetConfig {
-        depth: 6,
-        dim: 32,
-        mlp_dim: 64,
-        heads: 2,
-        refiner_width: 8,
-        ..VitUnetConfig::new(block)
-    }
-    .with_image(16, 4)
+    VitUnetConfig { depth: 6, dim: 32, mlp_dim: 64, heads: 2, refiner_width: 8, ..VitUnetConfig::new(block) }.with_image(16, 4)
 }
 
 fn held_params<M: burn::module::Module>(m: &M) -> usize {

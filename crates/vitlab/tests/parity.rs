@@ -8,12 +8,11 @@ use burn::module::Module;
 use burn::tensor::{Device, Tensor};
 use common::{assert_close, assert_close_scaled, backends, host, tensor, Fixture};
 use vitlab::models::weights::{
-    apply, apply_deterministic, collect_grads, deterministic_values, load_file, write_safetensors,
-    Layout,
+    apply, apply_deterministic, collect_grads, deterministic_values, load_file, write_safetensors, Layout,
 };
 use vitlab::models::{
-    AttnScale, Block, BlockConfig, Discriminator, DiscriminatorConfig, HeadKind, Init, ModelConfig, Pool, Vit,
-    VitUnet, VitUnetConfig,
+    AttnScale, Block, BlockConfig, Discriminator, DiscriminatorConfig, HeadKind, Init, ModelConfig, Pool, Vit, VitUnet,
+    VitUnetConfig,
 };
 
 const OUT_TOL: f64 = 1e-4;
@@ -96,9 +95,7 @@ fn check_forward_backward<M: Module, const D: usize, const O: usize>(
         if key == "input" {
             continue;
         }
-        let act = actual
-            .get(key)
-            .unwrap_or_else(|| panic!("{what}: no gradient for parameter {key}"));
+        let act = actual.get(key).unwrap_or_else(|| panic!("{what}: no gradient for parameter {key}"));
         let own = exp.data.iter().fold(0f32, |m, v| m.max(v.abs()));
         if own < 1e-6 * global {
             assert_close_scaled(&format!("{what} grad.{key}"), act, exp, GRAD_TOL, global as f64);
@@ -375,7 +372,8 @@ fn fused_conv_gradients_follow_what_is_tracked() {
         for (stride, padding) in [(1, PaddingConfig2d::Valid), (2, PaddingConfig2d::Explicit(1, 1, 1, 1))] {
             for (track_x, frozen) in [(true, false), (false, false), (true, true)] {
                 let what = format!("conv stride {stride} x tracked {track_x} frozen {frozen} [{backend}]");
-                let mut conv = Conv2dConfig::new([3, 5], [4, 4]).with_stride([stride, stride]).with_padding(padding.clone()).init(&ad);
+                let mut conv =
+                    Conv2dConfig::new([3, 5], [4, 4]).with_stride([stride, stride]).with_padding(padding.clone()).init(&ad);
                 if frozen {
                     conv = conv.no_grad();
                 }

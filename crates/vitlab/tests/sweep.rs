@@ -38,11 +38,7 @@ fn base_overrides(extra: &[&str]) -> Vec<String> {
 }
 
 fn in_process() -> SweepOptions {
-    SweepOptions {
-        jobs: 1,
-        runner: Runner::InProcess { quiet: true },
-        verbose: false,
-    }
+    SweepOptions { jobs: 1, runner: Runner::InProcess { quiet: true }, verbose: false }
 }
 
 fn spec(grid: &[&str], seeds: &[u64], extra: &[&str]) -> SweepSpec {
@@ -55,12 +51,7 @@ fn spec(grid: &[&str], seeds: &[u64], extra: &[&str]) -> SweepSpec {
 }
 
 fn steps_column(run: &RunDir) -> Vec<u64> {
-    std::fs::read_to_string(run.steps())
-        .unwrap()
-        .lines()
-        .skip(1)
-        .map(|l| l.split(',').next().unwrap().parse().unwrap())
-        .collect()
+    std::fs::read_to_string(run.steps()).unwrap().lines().skip(1).map(|l| l.split(',').next().unwrap().parse().unwrap()).collect()
 }
 
 #[test]
@@ -126,11 +117,7 @@ fn a_restarted_sweep_skips_finished_runs_resumes_interrupted_ones_and_starts_the
 fn an_exploding_run_and_a_failing_run_do_not_stop_the_sweep() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("sweep");
-    let spec = spec(
-        &["data.path=synthetic,/nonexistent/dataset", "optim.lr=1e-3,1e4"],
-        &[0],
-        &["epochs=1"],
-    );
+    let spec = spec(&["data.path=synthetic,/nonexistent/dataset", "optim.lr=1e-3,1e4"], &[0], &["epochs=1"]);
     let plan = sweep::plan(&spec, &root).unwrap();
     let summary = sweep::run(&plan, &in_process()).unwrap();
     let by_dir = |d: &str| summary.runs.iter().find(|r| r.dir == d).unwrap_or_else(|| panic!("{d}"));
@@ -148,8 +135,7 @@ fn an_exploding_run_and_a_failing_run_do_not_stop_the_sweep() {
     assert!(failed.error.as_ref().unwrap().contains("nonexistent"), "{failed:?}");
     let error_txt = root.join(&failed.dir).join("error.txt");
     assert!(std::fs::read_to_string(error_txt).unwrap().contains("nonexistent"));
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(root.join("summary.json")).unwrap()).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(root.join("summary.json")).unwrap()).unwrap();
     assert_eq!(json["runs"].as_array().unwrap().len(), 4);
     assert!(Path::new(&root.join(&boom.dir).join("results.json")).exists());
 }
@@ -194,7 +180,17 @@ fn the_report_of_a_sweep_tabulates_every_cell_and_draws_the_figures() {
 
     let out = dir.path().join("report");
     let written = r.write(&out).unwrap();
-    for f in ["report.md", "report.html", "report.json", "figures/accuracy.png", "figures/accuracy.svg", "figures/stability.png", "figures/stability.svg", "figures/curves.png", "figures/blocks.png"] {
+    for f in [
+        "report.md",
+        "report.html",
+        "report.json",
+        "figures/accuracy.png",
+        "figures/accuracy.svg",
+        "figures/stability.png",
+        "figures/stability.svg",
+        "figures/curves.png",
+        "figures/blocks.png",
+    ] {
         assert!(out.join(f).exists(), "{f} missing; wrote {written:?}");
     }
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
@@ -212,7 +208,14 @@ fn the_report_of_a_sweep_tabulates_every_cell_and_draws_the_figures() {
 
     // An explicit baseline (values normalised like the config's); runs found
     // without their sweep's manifest get labels from their configs.
-    let runs: Vec<_> = report::load_runs(&[root.clone()]).unwrap().into_iter().map(|mut r| { r.sweep_cell = None; r }).collect();
+    let runs: Vec<_> = report::load_runs(&[root.clone()])
+        .unwrap()
+        .into_iter()
+        .map(|mut r| {
+            r.sweep_cell = None;
+            r
+        })
+        .collect();
     let r2 = Report::build("t", runs.clone(), Some(report::parse_baseline("optim.lr=1e-3").unwrap())).unwrap();
     assert_eq!(r2.cells[1].label, "block=vit, lr=10000.0");
     assert_eq!(r2.cells[1].baseline.as_deref(), Some("block=vit, lr=0.001"));

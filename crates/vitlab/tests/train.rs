@@ -44,11 +44,7 @@ fn model_tensors(path: &std::path::Path) -> TensorMap {
 
 /// CSV rows without the timing columns (seconds, images/s), which differ run to run.
 fn metrics_without_timing(run: &RunDir) -> Vec<String> {
-    std::fs::read_to_string(run.metrics())
-        .unwrap()
-        .lines()
-        .map(|l| l.split(',').take(7).collect::<Vec<_>>().join(","))
-        .collect()
+    std::fs::read_to_string(run.metrics()).unwrap().lines().map(|l| l.split(',').take(7).collect::<Vec<_>>().join(",")).collect()
 }
 
 #[test]
@@ -122,14 +118,8 @@ fn resumes_exactly(extra: &[&str]) -> (RunDir, tempfile::TempDir) {
         })
         .collect();
     assert!(differing.is_empty(), "tensors differ after resume: {differing:?}");
-    assert_eq!(
-        std::fs::read_to_string(whole.steps()).unwrap(),
-        std::fs::read_to_string(parts.steps()).unwrap()
-    );
-    assert_eq!(
-        std::fs::read_to_string(whole.blocks()).unwrap(),
-        std::fs::read_to_string(parts.blocks()).unwrap()
-    );
+    assert_eq!(std::fs::read_to_string(whole.steps()).unwrap(), std::fs::read_to_string(parts.steps()).unwrap());
+    assert_eq!(std::fs::read_to_string(whole.blocks()).unwrap(), std::fs::read_to_string(parts.blocks()).unwrap());
     assert_eq!(metrics_without_timing(&whole), metrics_without_timing(&parts));
     assert_eq!(a.test, b.test);
     assert_eq!(a.best_val_acc, b.best_val_acc);

@@ -94,9 +94,9 @@ impl ValueEnum for BenchBackend {
 
     fn to_possible_value(&self) -> Option<PossibleValue> {
         match self {
-            BenchBackend::All => {
-                Some(PossibleValue::new("all").help("Every CPU backend compiled into this binary (flex; tch with `--features tch`)"))
-            }
+            BenchBackend::All => Some(
+                PossibleValue::new("all").help("Every CPU backend compiled into this binary (flex; tch with `--features tch`)"),
+            ),
             BenchBackend::One(b) => b.to_possible_value(),
         }
     }
@@ -214,9 +214,7 @@ fn run_child(args: &Args, spec: &str) -> vitlab::Result<()> {
 }
 
 fn spawn(mut cmd: Command, what: &str) -> vitlab::Result<Measurement> {
-    let out = cmd
-        .output()
-        .map_err(|e| Error::Backend { name: what.into(), message: format!("cannot start: {e}") })?;
+    let out = cmd.output().map_err(|e| Error::Backend { name: what.into(), message: format!("cannot start: {e}") })?;
     if !out.status.success() {
         return Err(Error::Backend {
             name: what.into(),
@@ -225,10 +223,8 @@ fn spawn(mut cmd: Command, what: &str) -> vitlab::Result<Measurement> {
     }
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text.lines().last().unwrap_or_default();
-    serde_json::from_str(line).map_err(|e| Error::Backend {
-        name: what.into(),
-        message: format!("unreadable benchmark output ({e}): {line}"),
-    })
+    serde_json::from_str(line)
+        .map_err(|e| Error::Backend { name: what.into(), message: format!("unreadable benchmark output ({e}): {line}") })
 }
 
 fn data_bench(args: &Args, path: &PathBuf) -> vitlab::Result<()> {
@@ -299,16 +295,26 @@ pub fn run(args: Args) -> vitlab::Result<()> {
             for stack in stacks {
                 eprintln!("round {}/{}: {stack} {mode} ...", round + 1, args.rounds);
                 let common = [
-                    "--model".to_string(), args.model.clone(),
-                    "--image-size".into(), args.image_size.to_string(),
-                    "--patch-size".into(), args.patch_size.to_string(),
-                    "--num-classes".into(), args.num_classes.to_string(),
-                    "--batch".into(), args.batch.to_string(),
-                    "--infer-batch".into(), args.infer_batch.to_string(),
-                    "--steps".into(), args.steps.to_string(),
-                    "--warmup".into(), args.warmup.to_string(),
-                    "--refiner-width".into(), args.refiner_width.to_string(),
-                    "--discriminator".into(), value_name(&args.discriminator),
+                    "--model".to_string(),
+                    args.model.clone(),
+                    "--image-size".into(),
+                    args.image_size.to_string(),
+                    "--patch-size".into(),
+                    args.patch_size.to_string(),
+                    "--num-classes".into(),
+                    args.num_classes.to_string(),
+                    "--batch".into(),
+                    args.batch.to_string(),
+                    "--infer-batch".into(),
+                    args.infer_batch.to_string(),
+                    "--steps".into(),
+                    args.steps.to_string(),
+                    "--warmup".into(),
+                    args.warmup.to_string(),
+                    "--refiner-width".into(),
+                    args.refiner_width.to_string(),
+                    "--discriminator".into(),
+                    value_name(&args.discriminator),
                 ];
                 let mut common = common.to_vec();
                 if let Some(d) = args.depth {
@@ -372,7 +378,13 @@ fn report(args: &Args, c: Option<&ModelConfig>, gan: bool, results: &[Measuremen
             } else if c.is_some() {
                 println!(
                     "{} at {} px, patch {}, {} classes; train batch {}, inference batch {}; median of {} steps per stack",
-                    args.model, args.image_size, args.patch_size, args.num_classes, args.batch, args.infer_batch, args.steps * args.rounds
+                    args.model,
+                    args.image_size,
+                    args.patch_size,
+                    args.num_classes,
+                    args.batch,
+                    args.infer_batch,
+                    args.steps * args.rounds
                 );
             } else {
                 println!(

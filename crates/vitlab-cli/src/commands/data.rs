@@ -264,12 +264,7 @@ struct OpenArgs {
 
 impl OpenArgs {
     fn options(&self) -> OpenOptions {
-        OpenOptions {
-            cache: !self.no_cache,
-            cache_dir: self.cache_dir.clone(),
-            image_size: self.image_size,
-            threads: 0,
-        }
+        OpenOptions { cache: !self.no_cache, cache_dir: self.cache_dir.clone(), image_size: self.image_size, threads: 0 }
     }
 }
 
@@ -284,16 +279,7 @@ pub fn run(args: Args) -> vitlab::Result<()> {
                 fetch(name.unwrap_or_default(), dir)
             }
         }
-        DataCommand::Bench {
-            path,
-            batch,
-            workers,
-            seconds,
-            augment,
-            normalize,
-            config,
-            open,
-        } => match config {
+        DataCommand::Bench { path, batch, workers, seconds, augment, normalize, config, open } => match config {
             Some(c) => bench_config(path, batch, workers, seconds, &c, &open),
             None => bench(path, batch, workers, seconds, augment.into(), normalize.into(), &open),
         },
@@ -306,33 +292,9 @@ pub fn run(args: Args) -> vitlab::Result<()> {
             println!("{} ({op} at {magnitude}) -> {}", image.display(), out.display());
             Ok(())
         }
-        DataCommand::Unpaired {
-            source,
-            a,
-            b,
-            out,
-            size,
-            limit_train,
-            limit_test,
-            seed,
-            cache_dir,
-            no_cache,
-        } => {
-            let options = UnpairedOptions {
-                a,
-                b,
-                size,
-                limit_train,
-                limit_test,
-                seed,
-                threads: 0,
-            };
-            let open = OpenOptions {
-                cache: !no_cache,
-                cache_dir,
-                image_size: None,
-                threads: 0,
-            };
+        DataCommand::Unpaired { source, a, b, out, size, limit_train, limit_test, seed, cache_dir, no_cache } => {
+            let options = UnpairedOptions { a, b, size, limit_train, limit_test, seed, threads: 0 };
+            let open = OpenOptions { cache: !no_cache, cache_dir, image_size: None, threads: 0 };
             unpaired(&source, &out, &options, &open)
         }
     }
@@ -343,11 +305,8 @@ fn unpaired(source: &Path, out: &Path, options: &UnpairedOptions, open: &OpenOpt
     let s = make_unpaired(source, out, options, open)?;
     let secs = t.elapsed().as_secs_f64();
     println!("source   {}", s.source);
-    let rows: Vec<Vec<String>> = s
-        .folders
-        .iter()
-        .map(|f| vec![f.name.clone(), f.class.clone(), f.count.to_string(), f.available.to_string()])
-        .collect();
+    let rows: Vec<Vec<String>> =
+        s.folders.iter().map(|f| vec![f.name.clone(), f.class.clone(), f.count.to_string(), f.available.to_string()]).collect();
     println!("{}", render_table(&["folder", "class", "images", "in source"], &rows));
     let how = if (s.height, s.width) == (s.source_height, s.source_width) {
         "the source's size".to_string()
@@ -442,7 +401,9 @@ fn fetch(name: String, dir: PathBuf) -> vitlab::Result<()> {
         if last.elapsed().as_secs_f64() >= 1.0 {
             last = Instant::now();
             match total {
-                Some(t) if t > 0 => eprintln!("  {:.1} / {:.1} MB ({:.0}%)", done as f64 / 1e6, t as f64 / 1e6, 100.0 * done as f64 / t as f64),
+                Some(t) if t > 0 => {
+                    eprintln!("  {:.1} / {:.1} MB ({:.0}%)", done as f64 / 1e6, t as f64 / 1e6, 100.0 * done as f64 / t as f64)
+                }
                 _ => eprintln!("  {:.1} MB", done as f64 / 1e6),
             }
         }

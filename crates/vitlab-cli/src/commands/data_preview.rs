@@ -38,7 +38,12 @@ pub fn preview(
         })
         .collect();
     vitlab::data::grid::write_image_grid(out, &columns)?;
-    println!("{} ({n} training images of epoch {epoch}, {} under [augment] of {}):", out.display(), path.display(), config.display());
+    println!(
+        "{} ({n} training images of epoch {epoch}, {} under [augment] of {}):",
+        out.display(),
+        path.display(),
+        config.display()
+    );
     for (i, label) in labels.iter().enumerate() {
         println!("  row {} column {}: {label}", i % ROWS + 1, i / ROWS + 1);
     }

@@ -50,8 +50,12 @@ pub fn run(args: Args) -> vitlab::Result<()> {
     let set = if config.data.path == "synthetic" {
         let d = &config.data;
         match args.split {
-            Split::Train => vitlab::data::ImageSet::synthetic(d.synthetic_train, d.synthetic_classes, d.synthetic_size, config.seed),
-            Split::Test => vitlab::data::ImageSet::synthetic(d.synthetic_test, d.synthetic_classes, d.synthetic_size, config.seed ^ 0xABCD),
+            Split::Train => {
+                vitlab::data::ImageSet::synthetic(d.synthetic_train, d.synthetic_classes, d.synthetic_size, config.seed)
+            }
+            Split::Test => {
+                vitlab::data::ImageSet::synthetic(d.synthetic_test, d.synthetic_classes, d.synthetic_size, config.seed ^ 0xABCD)
+            }
         }
     } else {
         let ds = vitlab::data::open(&config.data.path)?;
@@ -60,18 +64,11 @@ pub fn run(args: Args) -> vitlab::Result<()> {
             Split::Test => ds.test.ok_or_else(|| Error::config("--split", format!("{} has no test split", config.data.path)))?,
         }
     };
-    let classes: Vec<String> = ck
-        .metadata
-        .get("classes")
-        .and_then(|c| serde_json::from_str(c).ok())
-        .unwrap_or_default();
+    let classes: Vec<String> = ck.metadata.get("classes").and_then(|c| serde_json::from_str(c).ok()).unwrap_or_default();
     if !classes.is_empty() && classes != set.classes {
         return Err(Error::config(
             "--data",
-            format!(
-                "the dataset's classes {:?} differ from the checkpoint's {:?}",
-                set.classes, classes
-            ),
+            format!("the dataset's classes {:?} differ from the checkpoint's {:?}", set.classes, classes),
         ));
     }
     let set = Arc::new(set);
@@ -92,8 +89,13 @@ pub fn run(args: Args) -> vitlab::Result<()> {
         Format::Json => println!("{}", serde_json::to_string_pretty(&json).expect("json")),
         _ => {
             println!("{} ({weights} weights) on {} ({split} split, {} images)", ck.path.display(), config.data.path, m.count);
-            println!("top-1 {:.4}  top-5 {:.4}  AUROC {}  loss {:.4}", m.top1, m.top5,
-                m.auroc.map_or("-".into(), |a| format!("{a:.4}")), m.loss);
+            println!(
+                "top-1 {:.4}  top-5 {:.4}  AUROC {}  loss {:.4}",
+                m.top1,
+                m.top5,
+                m.auroc.map_or("-".into(), |a| format!("{a:.4}")),
+                m.loss
+            );
             for (c, a) in set.classes.iter().zip(&m.per_class_accuracy) {
                 println!("  {c:<16} {a:.4}");
             }

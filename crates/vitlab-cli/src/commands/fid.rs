@@ -140,18 +140,17 @@ pub fn run(args: Args) -> vitlab::Result<()> {
     for p in &inputs {
         saved.push(if p.is_file() { Some(SavedFeatures::load(p)?) } else { None });
     }
-    let tap = explicit_tap
-        .or_else(|| saved.iter().flatten().map(|s| s.tap).next())
-        .unwrap_or(Tap::F2048);
-    let resize = explicit_resize
-        .or_else(|| saved.iter().flatten().map(|s| s.resize).next())
-        .unwrap_or(Resize::PytorchFid);
+    let tap = explicit_tap.or_else(|| saved.iter().flatten().map(|s| s.tap).next()).unwrap_or(Tap::F2048);
+    let resize = explicit_resize.or_else(|| saved.iter().flatten().map(|s| s.resize).next()).unwrap_or(Resize::PytorchFid);
     for (p, s) in inputs.iter().zip(&saved) {
         if let Some(s) = s {
             if s.tap != tap {
                 return Err(Error::data(
                     *p,
-                    format!("holds {}-feature statistics, but {tap} features were asked for (--feature or the other input)", s.tap),
+                    format!(
+                        "holds {}-feature statistics, but {tap} features were asked for (--feature or the other input)",
+                        s.tap
+                    ),
                 ));
             }
             if s.resize != resize {

@@ -65,19 +65,13 @@ pub fn run(args: Args) -> vitlab::Result<()> {
                     ]
                 })
                 .collect();
-            println!(
-                "preset {}, {} px, patch {}, {} classes",
-                preset, image_size, patch_size, args.num_classes
-            );
+            println!("preset {}, {} px, patch {}, {} classes", preset, image_size, patch_size, args.num_classes);
             println!("{}", render_table(&header, &table));
         }
         Format::Csv => {
             println!("{}", header.join(","));
             for (c, size) in &rows {
-                println!(
-                    "{},{},{},{},{},{},{}",
-                    c.block, size, c.depth, c.dim, c.mlp_dim, c.heads, param_count(c)
-                );
+                println!("{},{},{},{},{},{},{}", c.block, size, c.depth, c.dim, c.mlp_dim, c.heads, param_count(c));
             }
         }
         Format::Json => {

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use vitlab::report::{self, Report};
-use vitlab::sweep::{self, Axis, Runner, SweepOptions, SweepSpec, Summary};
+use vitlab::sweep::{self, Axis, Runner, Summary, SweepOptions, SweepSpec};
 use vitlab::Error;
 
 #[derive(clap::Args)]
@@ -76,9 +76,7 @@ pub fn run_spec(spec: &SweepSpec, out: &Path, jobs: usize, quiet: bool, dry_run:
         return Ok(None);
     }
     let runner = if jobs > 1 {
-        Runner::Subprocess {
-            program: std::env::current_exe().map_err(|e| Error::io("vitlab executable", e))?,
-        }
+        Runner::Subprocess { program: std::env::current_exe().map_err(|e| Error::io("vitlab executable", e))? }
     } else {
         Runner::InProcess { quiet }
     };
@@ -154,7 +152,10 @@ pub fn finish(summary: &Summary) -> vitlab::Result<()> {
         }
         return Err(Error::config(
             "sweep",
-            format!("{failed} of {} runs failed (see error.txt in their folders); run the sweep again to retry them", summary.runs.len()),
+            format!(
+                "{failed} of {} runs failed (see error.txt in their folders); run the sweep again to retry them",
+                summary.runs.len()
+            ),
         ));
     }
     Ok(())

@@ -61,7 +61,8 @@ pub fn run(args: Args) -> vitlab::Result<ExitCode> {
         Outcome::Classify(results) => &results.exit_cause,
         Outcome::Cyclegan(results) => &results.exit_cause,
     };
-    let status = if *exit_cause == ExitCause::Exploded { ExitCode::from(vitlab::sweep::EXIT_DIVERGED) } else { ExitCode::SUCCESS };
+    let status =
+        if *exit_cause == ExitCause::Exploded { ExitCode::from(vitlab::sweep::EXIT_DIVERGED) } else { ExitCode::SUCCESS };
     let summary = match results {
         Outcome::Classify(results) => serde_json::json!({
             "run": run.root,

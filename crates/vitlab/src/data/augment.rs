@@ -96,20 +96,12 @@ impl Augment {
 
     /// The paper's recipe: vertical and horizontal flips with probability 0.33.
     pub fn paper() -> Self {
-        Augment {
-            hflip: 0.33,
-            vflip: 0.33,
-            ..Augment::none()
-        }
+        Augment { hflip: 0.33, vflip: 0.33, ..Augment::none() }
     }
 
     /// Random crop with 4 px padding and horizontal flips (the standard CIFAR recipe).
     pub fn standard() -> Self {
-        Augment {
-            crop_padding: 4,
-            hflip: 0.5,
-            ..Augment::none()
-        }
+        Augment { crop_padding: 4, hflip: 0.5, ..Augment::none() }
     }
 
     /// Checks every key; errors name it (`augment.<key>`) and say what was expected.
@@ -203,10 +195,7 @@ impl Augment {
             "timm" => EraseVariant::Timm,
             "lee" => EraseVariant::Lee,
             other => {
-                return Err(Error::config(
-                    "augment.erase_variant",
-                    format!("unknown variant {other:?}; expected timm or lee"),
-                ))
+                return Err(Error::config("augment.erase_variant", format!("unknown variant {other:?}; expected timm or lee")))
             }
         };
         let erasing = (self.erase_prob > 0.0).then(|| RandomErasing {

@@ -85,10 +85,8 @@ pub fn write(path: &Path, ds: &Dataset, options_key: &str) -> Result<()> {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| -> std::io::Result<()> {
-        let mut w = CrcWriter {
-            inner: BufWriter::with_capacity(1 << 20, fs::File::create(&tmp)?),
-            crc: crc32fast::Hasher::new(),
-        };
+        let mut w =
+            CrcWriter { inner: BufWriter::with_capacity(1 << 20, fs::File::create(&tmp)?), crc: crc32fast::Hasher::new() };
         w.write_all(MAGIC)?;
         w.write_all(&VERSION.to_le_bytes())?;
         w.write_all(&(header.len() as u32).to_le_bytes())?;
@@ -149,10 +147,7 @@ pub fn read(path: &Path, expect: Option<(&str, &str)>) -> Result<Dataset> {
 /// Parses a cache from any reader of `len` bytes (`path` names it in errors).
 pub fn read_from(r: impl Read, len: u64, path: &Path, expect: Option<(&str, &str)>) -> Result<Dataset> {
     let err = |m: String| Error::data(path, m);
-    let mut r = CrcReader {
-        inner: r,
-        crc: crc32fast::Hasher::new(),
-    };
+    let mut r = CrcReader { inner: r, crc: crc32fast::Hasher::new() };
     let io = |e: std::io::Error| {
         if e.kind() == std::io::ErrorKind::UnexpectedEof {
             Error::data(path, "cache file is truncated")
@@ -180,8 +175,7 @@ pub fn read_from(r: impl Read, len: u64, path: &Path, expect: Option<(&str, &str
     }
     let mut hbytes = vec![0u8; hlen];
     r.read_exact(&mut hbytes).map_err(io)?;
-    let header: Header =
-        serde_json::from_slice(&hbytes).map_err(|e| err(format!("cache header is corrupt: {e}")))?;
+    let header: Header = serde_json::from_slice(&hbytes).map_err(|e| err(format!("cache header is corrupt: {e}")))?;
     let format = DataFormat::from_name(&header.format)
         .ok_or_else(|| err(format!("cache header names an unknown format {:?}", header.format)))?;
     if let Some((fp, opts)) = expect {
@@ -219,9 +213,7 @@ pub fn read_from(r: impl Read, len: u64, path: &Path, expect: Option<(&str, &str
         expected = expected.saturating_add(n);
     }
     if expected != len {
-        return Err(err(format!(
-            "cache file is {len} bytes, its header implies {expected} (truncated or corrupt)"
-        )));
+        return Err(err(format!("cache file is {len} bytes, its header implies {expected} (truncated or corrupt)")));
     }
     let mut sets = Vec::new();
     for (s, &(px, lb)) in header.splits.iter().zip(&sizes) {
@@ -256,11 +248,7 @@ pub fn read_from(r: impl Read, len: u64, path: &Path, expect: Option<(&str, &str
             }
             let test = if parts.len() > 1 { parts.pop().unwrap_or_default() } else { Vec::new() };
             let train = parts.pop().unwrap_or_default();
-            Some(CoarseLabels {
-                classes: classes.clone(),
-                train,
-                test,
-            })
+            Some(CoarseLabels { classes: classes.clone(), train, test })
         }
         None => None,
     };

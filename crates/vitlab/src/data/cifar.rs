@@ -24,9 +24,8 @@ use super::ImageSet;
 use crate::tensor_file::pickle::{self, Value};
 use crate::{Error, Result};
 
-pub const CIFAR10_CLASSES: [&str; 10] = [
-    "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck",
-];
+pub const CIFAR10_CLASSES: [&str; 10] =
+    ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"];
 
 const PIXELS: usize = 3 * 32 * 32;
 
@@ -61,9 +60,9 @@ fn meta_names(fmt: DataFormat) -> &'static [&'static str] {
 }
 
 fn wanted(name: &str) -> bool {
-    DataFormat::ALL[..4].iter().any(|&f| {
-        train_names(f).iter().any(|n| n == name) || test_name(f) == name || meta_names(f).contains(&name)
-    })
+    DataFormat::ALL[..4]
+        .iter()
+        .any(|&f| train_names(f).iter().any(|n| n == name) || test_name(f) == name || meta_names(f).contains(&name))
 }
 
 /// Which CIFAR release a folder holds, from its file names.
@@ -159,10 +158,7 @@ fn read_archive_from(mut r: impl std::io::BufRead, path: &Path) -> Result<Decode
         return Err(Error::data(path, "empty or corrupt archive: no members"));
     }
     let fmt = detect_files(&files).ok_or_else(|| {
-        Error::data(
-            path,
-            "archive holds no CIFAR files (looked for data_batch_1.bin, data_batch_1, train.bin, train + meta)",
-        )
+        Error::data(path, "archive holds no CIFAR files (looked for data_batch_1.bin, data_batch_1, train.bin, train + meta)")
     })?;
     parse(fmt, &files, path)
 }
@@ -171,9 +167,7 @@ fn parse(fmt: DataFormat, files: &Files, root: &Path) -> Result<Decoded> {
     let hundred = matches!(fmt, DataFormat::Cifar100Binary | DataFormat::Cifar100Python);
     let python = matches!(fmt, DataFormat::Cifar10Python | DataFormat::Cifar100Python);
     let get = |n: &str| -> Result<&(PathBuf, Vec<u8>)> {
-        files
-            .get(n)
-            .ok_or_else(|| Error::data(root.join(n), format!("missing split: {fmt} needs {n}, which is not there")))
+        files.get(n).ok_or_else(|| Error::data(root.join(n), format!("missing split: {fmt} needs {n}, which is not there")))
     };
     let batch = |n: &str| -> Result<Batch> {
         let (p, bytes) = get(n)?;
@@ -209,22 +203,9 @@ fn parse(fmt: DataFormat, files: &Files, root: &Path) -> Result<Decoded> {
         train: std::mem::take(&mut train.coarse),
         test: test.coarse.clone(),
     });
-    let set = |b: Batch| ImageSet {
-        pixels: b.pixels,
-        labels: b.fine,
-        channels: 3,
-        height: 32,
-        width: 32,
-        classes: fine_names.clone(),
-    };
-    Ok(Decoded {
-        format: fmt,
-        train: set(train),
-        test: Some(set(test)),
-        test_split: "test".into(),
-        coarse,
-        notes,
-    })
+    let set =
+        |b: Batch| ImageSet { pixels: b.pixels, labels: b.fine, channels: 3, height: 32, width: 32, classes: fine_names.clone() };
+    Ok(Decoded { format: fmt, train: set(train), test: Some(set(test)), test_split: "test".into(), coarse, notes })
 }
 
 /// Decoded records of one batch file.
@@ -293,10 +274,7 @@ pub fn parse_python_batch(bytes: &[u8], hundred: bool, path: &Path) -> Result<Ba
         }
         Ok(l)
     };
-    let mut b = Batch {
-        pixels: data.to_vec(),
-        ..Batch::default()
-    };
+    let mut b = Batch { pixels: data.to_vec(), ..Batch::default() };
     let (fine_key, n_fine) = if hundred { ("fine_labels", 100) } else { ("labels", 10) };
     for (i, l) in ints(fine_key)?.into_iter().enumerate() {
         check_label(l, n_fine, i, "label", path)?;
@@ -315,9 +293,7 @@ pub fn parse_python_batch(bytes: &[u8], hundred: bool, path: &Path) -> Result<Ba
 pub fn parse_python_meta(bytes: &[u8], hundred: bool, path: &Path) -> Result<(Vec<String>, Option<Vec<String>>)> {
     let v = pickle::parse(bytes).map_err(|m| Error::data(path, format!("unreadable pickle: {m}")))?;
     let names = |k: &str| -> Result<Vec<String>> {
-        v.get(k)
-            .and_then(Value::as_strings)
-            .ok_or_else(|| Error::data(path, format!("pickle has no list of strings {k:?}")))
+        v.get(k).and_then(Value::as_strings).ok_or_else(|| Error::data(path, format!("pickle has no list of strings {k:?}")))
     };
     if hundred {
         Ok((names("fine_label_names")?, Some(names("coarse_label_names")?)))

@@ -72,10 +72,7 @@ pub fn open_with(path: impl AsRef<Path>, options: &OpenOptions) -> Result<Datase
         for cand in &candidates {
             match cache::write(cand, &ds, &key) {
                 Ok(()) => {
-                    ds.cache = CacheStatus::Built {
-                        path: cand.clone(),
-                        replaced: replaced.clone(),
-                    };
+                    ds.cache = CacheStatus::Built { path: cand.clone(), replaced: replaced.clone() };
                     break;
                 }
                 Err(e) => why_not = e.to_string(),
@@ -106,25 +103,13 @@ pub(crate) fn detect(path: &Path) -> Result<Layout> {
             return Ok(Layout::CifarArchive(path.to_path_buf()));
         }
         if name.ends_with(".zip") {
-            return Err(Error::data(
-                path,
-                "a zip archive: unpack it first (`vitlab data download` unpacks the zips it fetches)",
-            ));
+            return Err(Error::data(path, "a zip archive: unpack it first (`vitlab data download` unpacks the zips it fetches)"));
         }
-        return Err(Error::data(
-            path,
-            "not a dataset: expected a CIFAR .tar.gz archive or a dataset folder",
-        ));
+        return Err(Error::data(path, "not a dataset: expected a CIFAR .tar.gz archive or a dataset folder"));
     }
     // The folder itself, or the one folder an archive unpacks to.
     let mut dirs = vec![path.to_path_buf()];
-    for sub in [
-        "cifar-10-batches-bin",
-        "cifar-10-batches-py",
-        "cifar-100-binary",
-        "cifar-100-python",
-        "tiny-imagenet-200",
-    ] {
+    for sub in ["cifar-10-batches-bin", "cifar-10-batches-py", "cifar-100-binary", "cifar-100-python", "tiny-imagenet-200"] {
         if path.join(sub).is_dir() {
             dirs.push(path.join(sub));
         }
@@ -248,11 +233,8 @@ fn content_checksum(d: &Decoded) -> String {
 /// Where the cache for `source` may live, in order of preference.
 pub(crate) fn cache_candidates(source: &Path, options: &OpenOptions) -> Vec<PathBuf> {
     let abs = source.canonicalize().unwrap_or_else(|_| source.to_path_buf());
-    let name = abs
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| "dataset".into());
+    let name =
+        abs.file_name().map(|n| n.to_string_lossy().into_owned()).filter(|n| !n.is_empty()).unwrap_or_else(|| "dataset".into());
     let suffix = match options.image_size {
         Some(s) => format!(".{s}px.vitlab-cache"),
         None => ".vitlab-cache".to_string(),

@@ -13,9 +13,7 @@ use crate::{Error, Result};
 pub(crate) const IMAGE_EXTENSIONS: &[&str] = &["jpg", "jpeg", "png"];
 
 pub(crate) fn is_image(path: &Path) -> bool {
-    path.extension()
-        .map(|e| e.to_string_lossy().to_lowercase())
-        .is_some_and(|e| IMAGE_EXTENSIONS.contains(&e.as_str()))
+    path.extension().map(|e| e.to_string_lossy().to_lowercase()).is_some_and(|e| IMAGE_EXTENSIONS.contains(&e.as_str()))
 }
 
 /// One decoded image: RGB, channel-major.
@@ -27,9 +25,7 @@ pub struct Img {
 
 /// Decodes an encoded image (JPEG or PNG, any colour type) to RGB CHW.
 pub(crate) fn decode_bytes(bytes: &[u8]) -> std::result::Result<Img, String> {
-    let reader = image::ImageReader::new(std::io::Cursor::new(bytes))
-        .with_guessed_format()
-        .map_err(|e| e.to_string())?;
+    let reader = image::ImageReader::new(std::io::Cursor::new(bytes)).with_guessed_format().map_err(|e| e.to_string())?;
     if reader.format().is_none() {
         return Err("not a JPEG or PNG image".into());
     }
@@ -89,10 +85,7 @@ pub(crate) fn decode_all(paths: &[PathBuf], threads: usize) -> Result<Vec<Img>> 
         }
     }
     if out.len() != paths.len() {
-        return Err(Error::data(
-            paths.first().map(|p| p.as_path()).unwrap_or(Path::new(".")),
-            "a decoding thread failed",
-        ));
+        return Err(Error::data(paths.first().map(|p| p.as_path()).unwrap_or(Path::new(".")), "a decoding thread failed"));
     }
     Ok(out)
 }
@@ -100,10 +93,7 @@ pub(crate) fn decode_all(paths: &[PathBuf], threads: usize) -> Result<Vec<Img>> 
 /// The size every image of a dataset gets: `forced` (square) if given, else
 /// the most common size among `imgs` (ties: the larger area, then the first
 /// seen). Returns `(height, width)` and a note when some images differ.
-pub(crate) fn common_size<'a>(
-    imgs: impl Iterator<Item = &'a Img>,
-    forced: Option<usize>,
-) -> ((usize, usize), Option<String>) {
+pub(crate) fn common_size<'a>(imgs: impl Iterator<Item = &'a Img>, forced: Option<usize>) -> ((usize, usize), Option<String>) {
     let mut counts: HashMap<(usize, usize), (usize, usize)> = HashMap::new();
     let mut total = 0;
     for (i, im) in imgs.enumerate() {
@@ -148,14 +138,7 @@ pub(crate) fn pack(imgs: Vec<Img>, labels: Vec<u32>, classes: Vec<String>, hw: (
             pixels.extend_from_slice(&scratch);
         }
     }
-    ImageSet {
-        pixels,
-        labels,
-        channels: 3,
-        height: h,
-        width: w,
-        classes,
-    }
+    ImageSet { pixels, labels, channels: 3, height: h, width: w, classes }
 }
 
 /// Bilinear resize of `ch` planes from `h x w` to `oh x ow`, half-pixel
@@ -213,16 +196,10 @@ pub(crate) fn list_dir(dir: &Path) -> Result<Vec<(String, PathBuf, bool)>> {
 
 /// The image files directly in `dir`, sorted; an empty list is an error naming the folder.
 pub(crate) fn images_in(dir: &Path, what: &str) -> Result<Vec<PathBuf>> {
-    let files: Vec<PathBuf> = list_dir(dir)?
-        .into_iter()
-        .filter(|(_, p, is_dir)| !is_dir && is_image(p))
-        .map(|(_, p, _)| p)
-        .collect();
+    let files: Vec<PathBuf> =
+        list_dir(dir)?.into_iter().filter(|(_, p, is_dir)| !is_dir && is_image(p)).map(|(_, p, _)| p).collect();
     if files.is_empty() {
-        return Err(Error::data(
-            dir,
-            format!("{what} has no images (.jpg, .jpeg or .png files)"),
-        ));
+        return Err(Error::data(dir, format!("{what} has no images (.jpg, .jpeg or .png files)")));
     }
     Ok(files)
 }

@@ -142,10 +142,7 @@ pub fn find(name: &str) -> Result<Remote> {
     all.iter().find(|r| r.name == name).cloned().ok_or_else(|| {
         Error::config(
             "dataset",
-            format!(
-                "unknown dataset {name:?}; known: {}",
-                all.iter().map(|r| r.name.as_str()).collect::<Vec<_>>().join(", ")
-            ),
+            format!("unknown dataset {name:?}; known: {}", all.iter().map(|r| r.name.as_str()).collect::<Vec<_>>().join(", ")),
         )
     })
 }
@@ -160,9 +157,8 @@ pub fn download(remote: &Remote, dir: &Path, progress: Progress) -> Result<PathB
     fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let dest = dir.join(&remote.file);
     if dest.is_file() {
-        verify(&dest, &remote.checksum).map_err(|e| {
-            Error::data(&dest, format!("{e}; delete it and run `vitlab data download {}` again", remote.name))
-        })?;
+        verify(&dest, &remote.checksum)
+            .map_err(|e| Error::data(&dest, format!("{e}; delete it and run `vitlab data download {}` again", remote.name)))?;
     } else {
         let hint = format!(
             "If this machine is offline, download {} elsewhere and put it at {} ({}), then run \
@@ -230,10 +226,8 @@ pub fn fetch(url: &str, dest: &Path, checksum: &Checksum, offline_hint: &str, pr
             206 => {
                 // Content-Range: bytes START-END/TOTAL
                 let cr = header("content-range").unwrap_or_default();
-                let start = cr
-                    .strip_prefix("bytes ")
-                    .and_then(|r| r.split('-').next())
-                    .and_then(|s| s.trim().parse::<u64>().ok());
+                let start =
+                    cr.strip_prefix("bytes ").and_then(|r| r.split('-').next()).and_then(|s| s.trim().parse::<u64>().ok());
                 let total = cr.rsplit('/').next().and_then(|t| t.trim().parse::<u64>().ok());
                 if start != Some(have) {
                     // A range we did not ask for: start again.
@@ -251,12 +245,7 @@ pub fn fetch(url: &str, dest: &Path, checksum: &Checksum, offline_hint: &str, pr
                 (0, len)
             }
             416 if have > 0 => break, // we already have it all
-            s => {
-                return Err(Error::data(
-                    dest,
-                    format!("cannot download {url}: the server answered HTTP {s}. {offline_hint}"),
-                ))
-            }
+            s => return Err(Error::data(dest, format!("cannot download {url}: the server answered HTTP {s}. {offline_hint}"))),
         };
         let mut file = fs::OpenOptions::new()
             .create(true)

@@ -128,8 +128,11 @@ impl RandomErasing {
             return Vec::new();
         }
         let area = (h * w) as f64;
-        let count =
-            if self.min_count == self.max_count { self.min_count } else { self.min_count + d.below(self.max_count - self.min_count + 1) };
+        let count = if self.min_count == self.max_count {
+            self.min_count
+        } else {
+            self.min_count + d.below(self.max_count - self.min_count + 1)
+        };
         let (attempts, log_aspect) = match self.variant {
             EraseVariant::Timm => (10, true),
             EraseVariant::Lee => (100, false),

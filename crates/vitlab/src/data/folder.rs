@@ -37,11 +37,7 @@ pub(crate) fn read(root: &Path, options: &OpenOptions) -> Result<Decoded> {
         }
         (None, None) => (root.to_path_buf(), None),
     };
-    let classes: Vec<(String, PathBuf)> = list_dir(&train_root)?
-        .into_iter()
-        .filter(|e| e.2)
-        .map(|e| (e.0, e.1))
-        .collect();
+    let classes: Vec<(String, PathBuf)> = list_dir(&train_root)?.into_iter().filter(|e| e.2).map(|e| (e.0, e.1)).collect();
     if classes.is_empty() {
         return Err(Error::data(&train_root, "no class folders"));
     }
@@ -68,14 +64,7 @@ pub(crate) fn read(root: &Path, options: &OpenOptions) -> Result<Decoded> {
     notes.extend(note);
     let train = pack(train_imgs, train_labels, names.clone(), hw);
     let test = eval.is_some().then(|| pack(eval_imgs, eval_labels, names.clone(), hw));
-    Ok(Decoded {
-        format: DataFormat::ImageFolder,
-        train,
-        test,
-        test_split: eval_name,
-        coarse: None,
-        notes,
-    })
+    Ok(Decoded { format: DataFormat::ImageFolder, train, test, test_split: eval_name, coarse: None, notes })
 }
 
 /// The image files of each class folder with their labels (by name in `names`).

@@ -84,8 +84,7 @@ mod tests {
         assert_eq!(img.get_pixel(0, 0).0, [255, 255, 255]);
         for (j, i) in [(0usize, 0usize), (0, 1), (1, 0), (1, 1)] {
             let (x, y) = (GAP + j * (2 + GAP), GAP + i * (3 + GAP) + 2);
-            let expected: Vec<u8> =
-                (0..3).map(|ch| to_u8(-1.0 + 0.25 * (j * 4 + i * 2) as f32 + 0.05 * ch as f32)).collect();
+            let expected: Vec<u8> = (0..3).map(|ch| to_u8(-1.0 + 0.25 * (j * 4 + i * 2) as f32 + 0.05 * ch as f32)).collect();
             assert_eq!(img.get_pixel(x as u32, y as u32).0.to_vec(), expected, "column {j}, image {i}");
         }
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();

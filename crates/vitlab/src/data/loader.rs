@@ -13,8 +13,8 @@ use std::sync::mpsc;
 use std::sync::Arc;
 
 use super::{Augment, AugmentPlan, Batch, ImageSet, Normalize};
-use crate::Result;
 pub use crate::util::rng::Rng;
+use crate::Result;
 
 /// How a loader builds batches.
 #[derive(Clone, Debug, PartialEq)]
@@ -49,12 +49,7 @@ impl Loader {
             return Err(crate::Error::config("batch_size", "must be at least 1"));
         }
         let plan = config.augment.plan(set.classes.len().max(1), config.label_smoothing)?;
-        Ok(Loader {
-            set,
-            indices: Arc::new(indices),
-            config,
-            plan: Arc::new(plan),
-        })
+        Ok(Loader { set, indices: Arc::new(indices), config, plan: Arc::new(plan) })
     }
 
     pub fn len(&self) -> usize {
@@ -117,13 +112,7 @@ impl Loader {
     pub fn epoch(&self, epoch: u64, start: usize) -> EpochIter {
         let order = Arc::new(self.order(epoch));
         let batches = self.batches_per_epoch();
-        let job = Arc::new(Job {
-            set: self.set.clone(),
-            order,
-            config: self.config.clone(),
-            plan: self.plan.clone(),
-            epoch,
-        });
+        let job = Arc::new(Job { set: self.set.clone(), order, config: self.config.clone(), plan: self.plan.clone(), epoch });
         let workers = self.config.workers;
         let (tx, rx) = mpsc::sync_channel::<(usize, Batch)>(workers.max(1) * 2);
         let mut handles = Vec::new();
@@ -139,14 +128,7 @@ impl Loader {
                 }));
             }
         }
-        EpochIter {
-            job,
-            next: start,
-            end: batches,
-            rx: (workers > 0).then_some(rx),
-            pending: BTreeMap::new(),
-            _handles: handles,
-        }
+        EpochIter { job, next: start, end: batches, rx: (workers > 0).then_some(rx), pending: BTreeMap::new(), _handles: handles }
     }
 }
 
@@ -196,13 +178,7 @@ impl Job {
             m.apply(&mut images, shape, &labels, &mut t, &mut rng);
             t
         });
-        Batch {
-            shape,
-            images,
-            labels,
-            positions: from..to,
-            targets,
-        }
+        Batch { shape, images, labels, positions: from..to, targets }
     }
 }
 

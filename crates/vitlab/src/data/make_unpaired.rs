@@ -42,15 +42,7 @@ pub struct UnpairedOptions {
 
 impl Default for UnpairedOptions {
     fn default() -> Self {
-        UnpairedOptions {
-            a: String::new(),
-            b: String::new(),
-            size: None,
-            limit_train: 0,
-            limit_test: 0,
-            seed: 0,
-            threads: 0,
-        }
+        UnpairedOptions { a: String::new(), b: String::new(), size: None, limit_train: 0, limit_test: 0, seed: 0, threads: 0 }
     }
 }
 
@@ -136,11 +128,8 @@ pub fn write_unpaired(ds: &Dataset, out: &Path, options: &UnpairedOptions) -> Re
         Some(test) => {
             let (ta, tb) = (label(test, "--a", &options.a)?, label(test, "--b", &options.b)?);
             let count = |l: u32| test.labels.iter().filter(|&&x| x == l).count();
-            let empty: Vec<&str> = [(ta, &options.a), (tb, &options.b)]
-                .iter()
-                .filter(|(l, _)| count(*l) == 0)
-                .map(|(_, c)| c.as_str())
-                .collect();
+            let empty: Vec<&str> =
+                [(ta, &options.a), (tb, &options.b)].iter().filter(|(l, _)| count(*l) == 0).map(|(_, c)| c.as_str()).collect();
             if empty.is_empty() {
                 plan.push(("testA", test, ta, &options.a, options.limit_test, 1));
                 plan.push(("testB", test, tb, &options.b, options.limit_test, 1));
@@ -171,18 +160,10 @@ pub fn write_unpaired(ds: &Dataset, out: &Path, options: &UnpairedOptions) -> Re
     for (name, set, l, class, limit, split_key) in plan {
         let (picked, available) = pick(set, l, limit, options.seed, split_key);
         if picked.is_empty() {
-            return Err(Error::data(
-                &ds.source,
-                format!("the train split has no images of class {class:?}"),
-            ));
+            return Err(Error::data(&ds.source, format!("the train split has no images of class {class:?}")));
         }
         write_folder(set, &picked, &tmp.join(name), options.size, options.threads)?;
-        folders.push(UnpairedFolder {
-            name: name.to_string(),
-            class: class.to_string(),
-            count: picked.len(),
-            available,
-        });
+        folders.push(UnpairedFolder { name: name.to_string(), class: class.to_string(), count: picked.len(), available });
     }
     let record = serde_json::json!({
         "source": ds.source,
@@ -225,10 +206,7 @@ pub fn write_unpaired(ds: &Dataset, out: &Path, options: &UnpairedOptions) -> Re
 
 fn check_options(options: &UnpairedOptions) -> Result<()> {
     if options.a == options.b {
-        return Err(Error::config(
-            "--b",
-            format!("is the same class as --a ({:?}): the two domains must differ", options.a),
-        ));
+        return Err(Error::config("--b", format!("is the same class as --a ({:?}): the two domains must differ", options.a)));
     }
     if let Some(s) = options.size {
         if s == 0 || s > 4096 {
@@ -276,19 +254,15 @@ fn check_not_inside(source: &Path, out: &Path) -> Result<()> {
     let Ok(mut abs) = existing.canonicalize() else { return Ok(()) };
     abs.extend(rest.iter().rev());
     if abs.starts_with(&src) {
-        return Err(Error::data(
-            out,
-            format!("is inside the source dataset {}: write it elsewhere", source.display()),
-        ));
+        return Err(Error::data(out, format!("is inside the source dataset {}: write it elsewhere", source.display())));
     }
     Ok(())
 }
 
 /// `DIR.tmp-<pid>` beside `DIR`.
 fn tmp_sibling(out: &Path) -> Result<PathBuf> {
-    let name = out
-        .file_name()
-        .ok_or_else(|| Error::data(out, "is not a folder name: give --out a path such as data/auto2truck"))?;
+    let name =
+        out.file_name().ok_or_else(|| Error::data(out, "is not a folder name: give --out a path such as data/auto2truck"))?;
     Ok(out.with_file_name(format!("{}.tmp-{}", name.to_string_lossy(), std::process::id())))
 }
 
@@ -351,10 +325,7 @@ fn write_folder(set: &ImageSet, picked: &[usize], dir: &Path, size: Option<usize
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(Error::data(dir, "a writing thread failed"))))
-            .collect()
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::data(dir, "a writing thread failed")))).collect()
     });
     results.into_iter().collect()
 }

@@ -185,7 +185,13 @@ impl Mixup {
     /// 0.5, CutMix or Mixup half the time each, smoothing 0.1 (their
     /// `LabelSmoothingCrossEntropy()` default), permutation partner.
     pub fn lee(num_classes: usize) -> Self {
-        Mixup { cutmix_alpha: 1.0, prob: 0.5, partner: Partner::Permutation, box_rule: BoxRule::Symmetric, ..Self::timm(num_classes) }
+        Mixup {
+            cutmix_alpha: 1.0,
+            prob: 0.5,
+            partner: Partner::Permutation,
+            box_rule: BoxRule::Symmetric,
+            ..Self::timm(num_classes)
+        }
     }
 
     fn cutmix_alpha(&self) -> f64 {
@@ -227,7 +233,14 @@ impl Mixup {
         self.apply_with(batch, shape, labels, targets, rng)
     }
 
-    fn apply_with<D: Draws>(&self, batch: &mut [f32], shape: [usize; 4], labels: &[u32], targets: &mut [f32], d: &mut D) -> MixInfo {
+    fn apply_with<D: Draws>(
+        &self,
+        batch: &mut [f32],
+        shape: [usize; 4],
+        labels: &[u32],
+        targets: &mut [f32],
+        d: &mut D,
+    ) -> MixInfo {
         let [n, c, h, w] = shape;
         assert_eq!(batch.len(), n * c * h * w, "mixup: batch length does not match its shape");
         assert_eq!(labels.len(), n, "mixup: one label per image");
@@ -264,7 +277,8 @@ impl Mixup {
                 for ch in 0..c {
                     for y in b.y0..b.y1 {
                         let row = ch * h * w + y * w;
-                        batch[i * img + row + b.x0..i * img + row + b.x1].copy_from_slice(&src[p * img + row + b.x0..p * img + row + b.x1]);
+                        batch[i * img + row + b.x0..i * img + row + b.x1]
+                            .copy_from_slice(&src[p * img + row + b.x0..p * img + row + b.x1]);
                     }
                 }
             }

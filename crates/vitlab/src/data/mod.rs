@@ -38,11 +38,11 @@ mod dataset;
 mod split;
 mod types;
 
-pub use dataset::{open, open_with, user_cache_dir};
-pub use types::{CacheStatus, CoarseLabels, DataFormat, Dataset, OpenOptions};
-pub use make_unpaired::{make_unpaired, write_unpaired, UnpairedFolder, UnpairedOptions, UnpairedSummary};
 pub use augment::{Augment, AugmentPlan};
+pub use dataset::{open, open_with, user_cache_dir};
+pub use make_unpaired::{make_unpaired, write_unpaired, UnpairedFolder, UnpairedOptions, UnpairedSummary};
 pub use split::stratified_split;
+pub use types::{CacheStatus, CoarseLabels, DataFormat, Dataset, OpenOptions};
 
 use serde::{Deserialize, Serialize};
 
@@ -54,8 +54,6 @@ pub fn read_images(paths: &[std::path::PathBuf], size: usize, classes: Vec<Strin
     let labels = vec![0; imgs.len()];
     Ok(decode::pack(imgs, labels, classes, (size, size)))
 }
-
-
 
 /// Decoded images of one split: uint8, NCHW, all the same size.
 #[derive(Clone, Debug, PartialEq)]

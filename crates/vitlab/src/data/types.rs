@@ -105,12 +105,7 @@ pub struct OpenOptions {
 
 impl Default for OpenOptions {
     fn default() -> Self {
-        OpenOptions {
-            cache: true,
-            cache_dir: None,
-            image_size: None,
-            threads: 0,
-        }
+        OpenOptions { cache: true, cache_dir: None, image_size: None, threads: 0 }
     }
 }
 
@@ -171,22 +166,11 @@ impl Dataset {
     /// A one-line account of what was found, for `--data PATH` messages.
     pub fn summary(&self) -> String {
         let t = &self.train;
-        let mut s = format!(
-            "{} at {}: {} train",
-            self.format,
-            self.source.display(),
-            t.len()
-        );
+        let mut s = format!("{} at {}: {} train", self.format, self.source.display(), t.len());
         if let Some(test) = &self.test {
             s.push_str(&format!(", {} {}", test.len(), self.test_split));
         }
-        s.push_str(&format!(
-            " images, {} classes, {}x{}x{}",
-            t.classes.len(),
-            t.channels,
-            t.height,
-            t.width
-        ));
+        s.push_str(&format!(" images, {} classes, {}x{}x{}", t.classes.len(), t.channels, t.height, t.width));
         if let Some(c) = &self.coarse {
             s.push_str(&format!(" ({} coarse classes)", c.classes.len()));
         }
@@ -241,12 +225,8 @@ impl Dataset {
     /// Everything `vitlab data info` reports, as JSON.
     pub fn info_json(&self) -> serde_json::Value {
         let split = |set: &ImageSet| {
-            let per_class: serde_json::Map<String, serde_json::Value> = set
-                .classes
-                .iter()
-                .zip(Dataset::class_counts(set))
-                .map(|(c, n)| (c.clone(), n.into()))
-                .collect();
+            let per_class: serde_json::Map<String, serde_json::Value> =
+                set.classes.iter().zip(Dataset::class_counts(set)).map(|(c, n)| (c.clone(), n.into())).collect();
             serde_json::json!({ "count": set.len(), "per_class": per_class })
         };
         let mut splits = serde_json::Map::new();

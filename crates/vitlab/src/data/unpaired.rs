@@ -23,10 +23,7 @@ pub(crate) fn read(root: &Path, options: &OpenOptions) -> Result<Decoded> {
     let (ta, tb) = (root.join("testA").is_dir(), root.join("testB").is_dir());
     if ta != tb {
         let missing = if ta { "testB" } else { "testA" };
-        return Err(Error::data(
-            root.join(missing),
-            format!("missing split: testA/ and testB/ go together (no {missing}/)"),
-        ));
+        return Err(Error::data(root.join(missing), format!("missing split: testA/ and testB/ go together (no {missing}/)")));
     }
     let threads = options.thread_count();
     let split = |a: &str, b: &str| -> Result<_> {

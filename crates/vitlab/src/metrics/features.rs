@@ -53,9 +53,10 @@ impl Resize {
 
     /// Parses a `--preprocess` value.
     pub fn parse(field: &str, s: &str) -> Result<Resize> {
-        Resize::ALL.into_iter().find(|r| r.name() == s).ok_or_else(|| {
-            Error::config(field, format!("{s:?}: expected pytorch-fid, torch-fidelity or torchmetrics"))
-        })
+        Resize::ALL
+            .into_iter()
+            .find(|r| r.name() == s)
+            .ok_or_else(|| Error::config(field, format!("{s:?}: expected pytorch-fid, torch-fidelity or torchmetrics")))
     }
 
     /// One image, `3 x h x w` uint8 channel-major, to `3 x 299 x 299` float32 in `[-1, 1]`
@@ -132,9 +133,7 @@ fn aa_weights(n_in: usize, n_out: usize) -> Vec<(usize, Vec<f32>)> {
             let center = scale * (i as f32 + 0.5);
             let xmin = ((center - support + 0.5) as i64).max(0) as usize;
             let xmax = ((center + support + 0.5) as i64).min(n_in as i64).max(xmin as i64 + 1) as usize;
-            let mut w: Vec<f32> = (xmin..xmax)
-                .map(|j| (1.0 - ((j as f32 - center + 0.5) * invscale).abs()).max(0.0))
-                .collect();
+            let mut w: Vec<f32> = (xmin..xmax).map(|j| (1.0 - ((j as f32 - center + 0.5) * invscale).abs()).max(0.0)).collect();
             let total: f32 = w.iter().sum();
             if total != 0.0 {
                 w.iter_mut().for_each(|v| *v /= total);
@@ -360,9 +359,11 @@ impl SavedFeatures {
         if meta.get("format").map(String::as_str) != Some(STATS_FORMAT) {
             return Err(bad(format!("not a file `vitlab fid --save-stats` wrote (metadata format is not {STATS_FORMAT:?})")));
         }
-        let tap = meta.get("feature").and_then(|f| f.parse().ok()).and_then(Tap::from_dim).ok_or_else(|| {
-            bad("metadata `feature` is missing or not one of 64, 192, 768, 2048".into())
-        })?;
+        let tap = meta
+            .get("feature")
+            .and_then(|f| f.parse().ok())
+            .and_then(Tap::from_dim)
+            .ok_or_else(|| bad("metadata `feature` is missing or not one of 64, 192, 768, 2048".into()))?;
         let resize = Resize::parse("preprocess", meta.get("preprocess").map(String::as_str).unwrap_or(""))
             .map_err(|_| bad("metadata `preprocess` is missing or unknown".into()))?;
         let t = map.get("features").ok_or_else(|| bad("tensor `features` is missing".into()))?;

@@ -24,13 +24,7 @@ pub struct FeatureAccumulator {
 
 impl FeatureAccumulator {
     pub fn new(name: impl Into<String>, dim: usize) -> Self {
-        FeatureAccumulator {
-            name: name.into(),
-            dim,
-            count: 0,
-            sum: vec![0.0; dim],
-            outer: vec![0.0; dim * dim],
-        }
+        FeatureAccumulator { name: name.into(), dim, count: 0, sum: vec![0.0; dim], outer: vec![0.0; dim * dim] }
     }
 
     pub fn dim(&self) -> usize {

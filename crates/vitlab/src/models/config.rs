@@ -273,10 +273,7 @@ impl ModelConfig {
             ));
         }
         if self.dim % self.heads != 0 {
-            return Err(Error::config(
-                "model.heads",
-                format!("width {} is not divisible by {} heads", self.dim, self.heads),
-            ));
+            return Err(Error::config("model.heads", format!("width {} is not divisible by {} heads", self.dim, self.heads)));
         }
         if !(self.norm_eps > 0.0 && self.norm_eps.is_finite()) {
             return Err(Error::config("model.norm_eps", "must be a positive finite number"));

@@ -58,11 +58,7 @@ pub struct DiscriminatorConfig {
 impl DiscriminatorConfig {
     /// The published network of a kind, for 3-channel images.
     pub fn new(kind: DiscriminatorKind) -> Self {
-        DiscriminatorConfig {
-            kind,
-            channels: 3,
-            width: kind.default_width(),
-        }
+        DiscriminatorConfig { kind, channels: 3, width: kind.default_width() }
     }
 
     /// (in, out, stride, padding) of every convolution, in order.
@@ -72,13 +68,9 @@ impl DiscriminatorConfig {
             DiscriminatorKind::Released => {
                 vec![(c, w, 2, 2), (w, 2 * w, 2, 2), (2 * w, w, 2, 2), (w, c, 2, 2), (c, 1, 1, 1)]
             }
-            DiscriminatorKind::Patchgan => vec![
-                (c, w, 2, 1),
-                (w, 2 * w, 2, 1),
-                (2 * w, 4 * w, 2, 1),
-                (4 * w, 8 * w, 1, 1),
-                (8 * w, 1, 1, 1),
-            ],
+            DiscriminatorKind::Patchgan => {
+                vec![(c, w, 2, 1), (w, 2 * w, 2, 1), (2 * w, 4 * w, 2, 1), (4 * w, 8 * w, 1, 1), (8 * w, 1, 1, 1)]
+            }
         }
     }
 
@@ -109,8 +101,9 @@ impl DiscriminatorConfig {
     /// kernel's worth of padded input.
     pub fn min_image_size(&self) -> usize {
         // Every layer but the last is instance-normalised.
-        (1..).find(|&s| self.sides(s).is_some_and(|sides| sides[..sides.len() - 1].iter().all(|&side| side > 1)))
-        .expect("a large enough input exists")
+        (1..)
+            .find(|&s| self.sides(s).is_some_and(|sides| sides[..sides.len() - 1].iter().all(|&side| side > 1)))
+            .expect("a large enough input exists")
     }
 
     pub fn validate(&self) -> Result<()> {

@@ -238,9 +238,8 @@ fn reflect_pad_backward<B: Backend>(dy: FloatTensor<B>, [top, bottom, left, righ
         let shape = g.shape();
         let size = shape[axis] - before - after;
         let span = |t: &FloatTensor<B>, start: usize, len: usize| {
-            let ranges: Vec<Slice> = (0..4)
-                .map(|d| if d == axis { Slice::from(start..start + len) } else { Slice::from(0..t.shape()[d]) })
-                .collect();
+            let ranges: Vec<Slice> =
+                (0..4).map(|d| if d == axis { Slice::from(start..start + len) } else { Slice::from(0..t.shape()[d]) }).collect();
             ranges
         };
         let mut x = B::float_slice(g.clone(), &span(&g, before, size));
@@ -345,9 +344,7 @@ impl FusedKernels for burn::backend::LibTorch {
         want: [bool; 3],
     ) -> ConvGrads<Self> {
         use burn::backend::libtorch::TchTensor;
-        let Some(y) = graph else {
-            unreachable!("LibTorch's conv_forward always saves its graph")
-        };
+        let Some(y) = graph else { unreachable!("LibTorch's conv_forward always saves its graph") };
         let _ = (stride, padding);
         tch::with_grad(|| {
             let leaves: Vec<&tch::Tensor> =
@@ -368,7 +365,11 @@ impl FusedKernels for burn::backend::LibTorch {
         TchTensor::new(x.tensor.reflection_pad2d(pad.as_slice()))
     }
 
-    fn reflect_pad_backward(dy: FloatTensor<Self>, x: FloatTensor<Self>, [top, bottom, left, right]: [usize; 4]) -> FloatTensor<Self> {
+    fn reflect_pad_backward(
+        dy: FloatTensor<Self>,
+        x: FloatTensor<Self>,
+        [top, bottom, left, right]: [usize; 4],
+    ) -> FloatTensor<Self> {
         use burn::backend::libtorch::TchTensor;
         let pad = [left, right, top, bottom].map(|v| v as i64);
         TchTensor::new(x.tensor.reflection_pad2d_backward(&dy.tensor, pad.as_slice()))
@@ -449,7 +450,12 @@ pub trait VitOps: Backend {
 macro_rules! plain_vit_ops {
     ($backend:ty) => {
         impl VitOps for $backend {
-            fn vit_layer_norm(x: FloatTensor<Self>, gamma: FloatTensor<Self>, beta: FloatTensor<Self>, eps: f64) -> FloatTensor<Self> {
+            fn vit_layer_norm(
+                x: FloatTensor<Self>,
+                gamma: FloatTensor<Self>,
+                beta: FloatTensor<Self>,
+                eps: f64,
+            ) -> FloatTensor<Self> {
                 Self::layer_norm(x, gamma, Some(beta), eps)
             }
 
@@ -621,7 +627,12 @@ impl<B: FusedKernels + VitOps, C: CheckpointStrategy> VitOps for Autodiff<B, C> 
 
 /// Layer norm of `x` over its last dimension (`gamma`, `beta`: `[D]`).
 pub fn layer_norm<const D: usize>(x: Tensor<D>, gamma: Tensor<1>, beta: Tensor<1>, eps: f64) -> Tensor<D> {
-    Tensor::from_dispatch(<Dispatch as VitOps>::vit_layer_norm(x.into_dispatch(), gamma.into_dispatch(), beta.into_dispatch(), eps))
+    Tensor::from_dispatch(<Dispatch as VitOps>::vit_layer_norm(
+        x.into_dispatch(),
+        gamma.into_dispatch(),
+        beta.into_dispatch(),
+        eps,
+    ))
 }
 
 /// `softmax(scale·QKᵀ)·V` over `[B, H, T, hd]` tensors.

@@ -154,9 +154,9 @@ impl Reader<'_> {
                 return Ok(Cow::Owned(values));
             }
         };
-        let t = map.get(key).ok_or_else(|| {
-            Error::weights(self.path, format!("not the FID Inception weights: key `{key}` is missing"))
-        })?;
+        let t = map
+            .get(key)
+            .ok_or_else(|| Error::weights(self.path, format!("not the FID Inception weights: key `{key}` is missing")))?;
         if t.shape != shape {
             return Err(Error::weights(
                 self.path,
@@ -199,10 +199,7 @@ impl Reader<'_> {
 
 /// 3x3 average over the window, stride 1, padding 1, not counting the padding.
 fn avg3x3(x: Tensor<4>) -> Tensor<4> {
-    avg_pool2d(
-        x,
-        AvgPoolOptions::new([3, 3]).with_stride([1, 1]).with_padding([1, 1]).with_count_include_pad(false),
-    )
+    avg_pool2d(x, AvgPoolOptions::new([3, 3]).with_stride([1, 1]).with_padding([1, 1]).with_count_include_pad(false))
 }
 
 /// 3x3 max-pool, stride 2, no padding.

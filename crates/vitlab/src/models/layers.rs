@@ -1,10 +1,10 @@
 //! The building blocks shared by every model: LayerNorm variants, the MLP,
 //! multi-head self-attention with optional QK-norm, and attention pooling.
 
+use super::fused;
 use burn::module::{Module, Param};
 use burn::nn::{Initializer, Linear, LinearConfig};
 use burn::tensor::activation::{gelu, softmax};
-use super::fused;
 use burn::tensor::{Device, Tensor};
 
 use super::config::Init;
@@ -38,17 +38,10 @@ pub(crate) fn linear(init: Init, d_in: usize, d_out: usize, bias: bool, device: 
         // PyTorch's default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weight and bias,
         // which is burn's default Linear initializer too.
         Init::Paper => config.init(device),
-        Init::Timm => config
-            .with_initializer(Initializer::Normal {
-                mean: 0.0,
-                std: 0.02,
-            })
-            .init(device),
+        Init::Timm => config.with_initializer(Initializer::Normal { mean: 0.0, std: 0.02 }).init(device),
     };
     if init == Init::Timm {
-        layer.bias = layer
-            .bias
-            .map(|b| Param::from_tensor(Tensor::zeros(b.dims(), device)));
+        layer.bias = layer.bias.map(|b| Param::from_tensor(Tensor::zeros(b.dims(), device)));
     }
     layer
 }
@@ -57,10 +50,7 @@ pub(crate) fn linear(init: Init, d_in: usize, d_out: usize, bias: bool, device: 
 pub(crate) fn patchify(images: Tensor<4>, p: usize) -> Tensor<3> {
     let [b, c, h, w] = images.dims();
     let (gh, gw) = (h / p, w / p);
-    images
-        .reshape([b, c, gh, p, gw, p])
-        .permute([0, 2, 4, 3, 5, 1])
-        .reshape([b, gh * gw, p * p * c])
+    images.reshape([b, c, gh, p, gw, p]).permute([0, 2, 4, 3, 5, 1]).reshape([b, gh * gw, p * p * c])
 }
 
 /// InstanceNorm without affine over `[B, C, H, W]`: each sample's channel
@@ -146,10 +136,7 @@ pub struct Mlp {
 
 impl Mlp {
     pub fn new(init: Init, dim: usize, hidden: usize, device: &Device) -> Self {
-        Mlp {
-            fc1: linear(init, dim, hidden, true, device),
-            fc2: linear(init, hidden, dim, true, device),
-        }
+        Mlp { fc1: linear(init, dim, hidden, true, device), fc2: linear(init, hidden, dim, true, device) }
     }
 
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
@@ -286,12 +273,7 @@ impl MapPool {
     pub fn forward(&self, x: Tensor<3>) -> Tensor<2> {
         let [b, t, d] = x.dims();
         let (h, hd) = (self.heads, d / self.heads);
-        let q = self
-            .q
-            .forward(self.probe.val())
-            .reshape([1, 1, h, hd])
-            .swap_dims(1, 2)
-            .repeat_dim(0, b);
+        let q = self.q.forward(self.probe.val()).reshape([1, 1, h, hd]).swap_dims(1, 2).repeat_dim(0, b);
         let kv = self.kv.forward_tokens(x).reshape([b, t, 2, h, hd]).permute([2, 0, 3, 1, 4]);
         let mut parts = kv.chunk(2, 0).into_iter().map(|p| p.squeeze_dim::<4>(0));
         let (k, v) = (parts.next().unwrap(), parts.next().unwrap());

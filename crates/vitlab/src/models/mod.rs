@@ -13,7 +13,7 @@ pub mod vit;
 pub mod vitunet;
 pub mod weights;
 
-pub use discriminator::{Discriminator, DiscriminatorConfig, DiscriminatorKind};
 pub use config::{AttnScale, BlockVariant, HeadKind, Init, ModelConfig, Pool, Preset, Size};
+pub use discriminator::{Discriminator, DiscriminatorConfig, DiscriminatorKind};
 pub use vit::{param_count, seeded, Block, BlockConfig, BlockProbe, DropPath, DropPathSchedule, Vit};
 pub use vitunet::{VitUnet, VitUnetConfig};

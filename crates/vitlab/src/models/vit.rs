@@ -251,9 +251,8 @@ impl DropPath {
                 (0..Block::branches(variant))
                     .map(|_| {
                         let keep = 1.0 - rate;
-                        let values: Vec<f32> = (0..batch)
-                            .map(|_| if rng.uniform_f64() < keep { (1.0 / keep) as f32 } else { 0.0 })
-                            .collect();
+                        let values: Vec<f32> =
+                            (0..batch).map(|_| if rng.uniform_f64() < keep { (1.0 / keep) as f32 } else { 0.0 }).collect();
                         Tensor::<3>::from_data(burn::tensor::TensorData::new(values, [batch, 1, 1]), device)
                     })
                     .collect()
@@ -331,34 +330,22 @@ impl Vit {
             Init::Paper => 1.0,
             Init::Timm => 1e-6,
         };
-        let normal = |shape: [usize; 3], std: f64| {
-            Param::from_tensor(Tensor::random(shape, Distribution::Normal(0.0, std), device))
-        };
+        let normal =
+            |shape: [usize; 3], std: f64| Param::from_tensor(Tensor::random(shape, Distribution::Normal(0.0, std), device));
         let block_config = BlockConfig::from_model(c);
         let affine = block_config.affine();
         let paper_head = c.head == HeadKind::Paper;
         Ok(Vit {
             patch_embed: linear(c.init, c.patch_size * c.patch_size * c.channels, d, true, device),
-            embed_norm: (c.block == BlockVariant::Vit22bNoNorm)
-                .then(|| Norm::new(d, Affine::None, true, c.norm_eps, device)),
+            embed_norm: (c.block == BlockVariant::Vit22bNoNorm).then(|| Norm::new(d, Affine::None, true, c.norm_eps, device)),
             cls_token: (c.pool == Pool::Cls).then(|| normal([1, 1, d], cls_std)),
             pos_embed: normal([1, c.num_tokens(), d], embed_std),
             blocks: (0..c.depth).map(|_| Block::new(&block_config, device)).collect(),
-            norm: c
-                .final_norm
-                .then(|| Norm::new(d, affine, c.norm_center, c.norm_eps, device)),
-            map: (c.pool == Pool::Map)
-                .then(|| MapPool::new(c.init, d, c.mlp_dim, c.heads, c.norm_eps, device)),
+            norm: c.final_norm.then(|| Norm::new(d, affine, c.norm_center, c.norm_eps, device)),
+            map: (c.pool == Pool::Map).then(|| MapPool::new(c.init, d, c.mlp_dim, c.heads, c.norm_eps, device)),
             head_hidden: paper_head.then(|| linear(c.init, d, c.mlp_dim, true, device)),
-            head_bn: (paper_head && c.block == BlockVariant::Vit22bCode)
-                .then(|| BatchNormConfig::new(c.mlp_dim).init(device)),
-            head: linear(
-                c.init,
-                if paper_head { c.mlp_dim } else { d },
-                c.num_classes,
-                true,
-                device,
-            ),
+            head_bn: (paper_head && c.block == BlockVariant::Vit22bCode).then(|| BatchNormConfig::new(c.mlp_dim).init(device)),
+            head: linear(c.init, if paper_head { c.mlp_dim } else { d }, c.num_classes, true, device),
             patch_size: c.patch_size,
         })
     }
@@ -467,9 +454,8 @@ pub fn param_count(c: &ModelConfig) -> usize {
     let block_config = BlockConfig::from_model(c);
     let affine = block_config.affine();
     let block = block_config.param_count();
-    let stem = lin(c.patch_size * c.patch_size * c.channels, d, true)
-        + c.num_tokens() * d
-        + if c.pool == Pool::Cls { d } else { 0 };
+    let stem =
+        lin(c.patch_size * c.patch_size * c.channels, d, true) + c.num_tokens() * d + if c.pool == Pool::Cls { d } else { 0 };
     let final_norm = if c.final_norm { norm(d, affine) } else { 0 };
     let map = if c.pool == Pool::Map {
         d + lin(d, d, true) + lin(d, 2 * d, true) + lin(d, d, true) + 2 * d + mlp_params(d, m)

@@ -174,10 +174,7 @@ impl VitUnetConfig {
         }
         for (field, value) in [("generator.dim", self.dim), ("generator.mlp_dim", self.mlp_dim)] {
             if value % 8 != 0 {
-                return Err(Error::config(
-                    field,
-                    format!("{value} is not a multiple of 8 (the bottleneck runs at 1/8 of it)"),
-                ));
+                return Err(Error::config(field, format!("{value} is not a multiple of 8 (the bottleneck runs at 1/8 of it)")));
             }
         }
         if (self.dim / 8) % self.heads != 0 {
@@ -210,9 +207,7 @@ pub struct Stage {
 
 impl Stage {
     fn new(c: &BlockConfig, depth: usize, device: &Device) -> Self {
-        Stage {
-            blocks: (0..depth).map(|_| Block::new(c, device)).collect(),
-        }
+        Stage { blocks: (0..depth).map(|_| Block::new(c, device)).collect() }
     }
 
     pub fn forward(&self, mut x: Tensor<3>) -> Tensor<3> {
@@ -244,11 +239,7 @@ pub struct PadConv {
 
 impl PadConv {
     fn new(c_in: usize, c_out: usize, device: &Device) -> Self {
-        PadConv {
-            conv: Conv2dConfig::new([c_in, c_out], [3, 3])
-                .with_padding(PaddingConfig2d::Valid)
-                .init(device),
-        }
+        PadConv { conv: Conv2dConfig::new([c_in, c_out], [3, 3]).with_padding(PaddingConfig2d::Valid).init(device) }
     }
 
     fn forward(&self, x: Tensor<4>) -> Tensor<4> {
@@ -292,10 +283,7 @@ impl Refiner {
             in1: PadConv::new(c_in, width, device),
             in2: PadConv::new(width, w2, device),
             res: (0..blocks)
-                .map(|_| ResBlock {
-                    conv1: PadConv::new(w2, w2, device),
-                    conv2: PadConv::new(w2, w2, device),
-                })
+                .map(|_| ResBlock { conv1: PadConv::new(w2, w2, device), conv2: PadConv::new(w2, w2, device) })
                 .collect(),
             out1: PadConv::new(w2, width, device),
             out2: PadConv::new(width, c_out, device),
@@ -385,10 +373,7 @@ impl VitUnet {
         // [B, 4N, p*p*C]: token k*N + n is patch n of image k (k = 0: the bottleneck path,
         // then the skips of the encoder stages 2, 1, 0).
         let y = self.out_proj.forward_tokens(self.tokens(images));
-        let y = y
-            .reshape([b * 4, gh, gw, p, p, c])
-            .permute([0, 5, 1, 3, 2, 4])
-            .reshape([b, 4 * c, h, w]);
+        let y = y.reshape([b * 4, gh, gw, p, p, c]).permute([0, 5, 1, 3, 2, 4]).reshape([b, 4 * c, h, w]);
         self.refiner.forward(y)
     }
 }

@@ -112,10 +112,7 @@ impl ModuleVisitor for Collector {
 
 /// Every parameter and buffer of a module, under its native key, in PyTorch layout.
 pub fn collect<M: Module>(module: &M) -> TensorMap {
-    let mut c = Collector {
-        path: Vec::new(),
-        out: TensorMap::new(),
-    };
+    let mut c = Collector { path: Vec::new(), out: TensorMap::new() };
     module.visit(&mut c);
     c.out
 }
@@ -169,12 +166,7 @@ impl ModuleMapper for Applier<'_> {
 /// with the right shape and every tensor must be used; the error lists each
 /// problem with the key and both shapes. `source` names the file in errors.
 pub fn apply<M: Module>(module: M, tensors: &TensorMap, source: &Path) -> Result<M> {
-    let mut a = Applier {
-        path: Vec::new(),
-        source: tensors,
-        used: Vec::new(),
-        errors: Vec::new(),
-    };
+    let mut a = Applier { path: Vec::new(), source: tensors, used: Vec::new(), errors: Vec::new() };
     let module = module.map(&mut a);
     let used: std::collections::HashSet<&String> = a.used.iter().collect();
     for key in tensors.keys().filter(|k| !used.contains(k)) {
@@ -210,7 +202,10 @@ pub fn to_native(map: TensorMap, layout: Layout, source: &Path) -> Result<Tensor
                     let [d, c, p1, p2] = t.shape[..] else {
                         return Err(Error::weights(
                             source,
-                            format!("tensor {key:?} has shape {} but a conv kernel [D, C, p, p] was expected", shape_str(&t.shape)),
+                            format!(
+                                "tensor {key:?} has shape {} but a conv kernel [D, C, p, p] was expected",
+                                shape_str(&t.shape)
+                            ),
                         ));
                     };
                     let mut w = vec![0.0; t.data.len()];
@@ -218,8 +213,7 @@ pub fn to_native(map: TensorMap, layout: Layout, source: &Path) -> Result<Tensor
                         for ci in 0..c {
                             for i in 0..p1 {
                                 for j in 0..p2 {
-                                    w[o * c * p1 * p2 + (i * p2 + j) * c + ci] =
-                                        t.data[((o * c + ci) * p1 + i) * p2 + j];
+                                    w[o * c * p1 * p2 + (i * p2 + j) * c + ci] = t.data[((o * c + ci) * p1 + i) * p2 + j];
                                 }
                             }
                         }
@@ -404,11 +398,7 @@ impl ModuleVisitor for GradCollector<'_> {
 
 /// The gradient of every parameter that has one, under its native key, in PyTorch layout.
 pub fn collect_grads<M: Module>(module: &M, grads: &burn::tensor::Gradients) -> TensorMap {
-    let mut c = GradCollector {
-        path: Vec::new(),
-        grads,
-        out: TensorMap::new(),
-    };
+    let mut c = GradCollector { path: Vec::new(), grads, out: TensorMap::new() };
     module.visit(&mut c);
     c.out
 }

@@ -36,8 +36,7 @@ pub struct GanRun {
 /// Whether `dir` is a CycleGAN run directory.
 pub fn is_cyclegan_run(dir: &Path) -> bool {
     let run = RunDir::new(dir);
-    is_run(&run)
-        && ExperimentConfig::load(Some(&run.config()), &[]).is_ok_and(|c| c.task == TaskKind::Cyclegan)
+    is_run(&run) && ExperimentConfig::load(Some(&run.config()), &[]).is_ok_and(|c| c.task == TaskKind::Cyclegan)
 }
 
 fn read_epochs(path: &Path) -> Result<Vec<(f64, f64, f64, f64)>> {
@@ -82,13 +81,14 @@ pub fn load_runs(roots: &[PathBuf]) -> Result<Vec<GanRun>> {
                 ),
                 Err(_) => None,
             };
-            let last_samples = fs::read_dir(d.join("samples"))
+            let last_samples = fs::read_dir(d.join("samples")).ok().and_then(|rd| {
+                rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "png")).max()
+            });
+            let name = d
+                .strip_prefix(root)
                 .ok()
-                .and_then(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "png")).max());
-            let name = d.strip_prefix(root).ok().filter(|p| !p.as_os_str().is_empty()).map_or_else(
-                || root.display().to_string(),
-                |p| format!("{}/{}", root.display(), p.display()),
-            );
+                .filter(|p| !p.as_os_str().is_empty())
+                .map_or_else(|| root.display().to_string(), |p| format!("{}/{}", root.display(), p.display()));
             out.push(GanRun {
                 epochs: read_epochs(&run.metrics())?,
                 seed: config.seed,
@@ -141,7 +141,8 @@ pub struct GanReport {
 impl GanReport {
     pub fn build(title: &str, runs: Vec<GanRun>, baseline: Option<Vec<(String, String)>>) -> Result<GanReport> {
         // The keys that differ between runs, the seed aside.
-        let all: Vec<String> = runs.iter().flat_map(|r| r.flat.keys().cloned()).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+        let all: Vec<String> =
+            runs.iter().flat_map(|r| r.flat.keys().cloned()).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
         let keys: Vec<String> = all
             .into_iter()
             .filter(|k| k != "seed")
@@ -150,7 +151,8 @@ impl GanReport {
         let short = short_names(&keys);
         let mut cells: Vec<GanCell> = Vec::new();
         for r in &runs {
-            let values: BTreeMap<String, String> = keys.iter().map(|k| (k.clone(), r.flat.get(k).cloned().unwrap_or_default())).collect();
+            let values: BTreeMap<String, String> =
+                keys.iter().map(|k| (k.clone(), r.flat.get(k).cloned().unwrap_or_default())).collect();
             let i = match cells.iter().position(|c| c.values == values) {
                 Some(i) => i,
                 None => {
@@ -201,7 +203,10 @@ impl GanReport {
         });
         for (k, _) in &baseline {
             if !keys.contains(k) {
-                return Err(Error::config("--baseline", format!("{k} does not differ between the runs (it varies: {})", keys.join(", "))));
+                return Err(Error::config(
+                    "--baseline",
+                    format!("{k} does not differ between the runs (it varies: {})", keys.join(", ")),
+                ));
             }
         }
         let snapshot = cells.clone();
@@ -242,7 +247,11 @@ impl GanReport {
                 let dst = out.join("samples").join(&name);
                 let bytes = fs::read(src).map_err(|e| Error::io(src, e))?;
                 atomic_write(&dst, &bytes)?;
-                samples.push((r.name.clone(), src.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(), name));
+                samples.push((
+                    r.name.clone(),
+                    src.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(),
+                    name,
+                ));
                 written.push(dst);
             }
         }
@@ -269,7 +278,10 @@ impl GanReport {
         }
         if !self.baseline.is_empty() {
             let b: Vec<String> = self.baseline.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            s.push_str(&format!("p: Welch's two-sided t-test against the cell with {} (its other values equal).\n\n", b.join(", ")));
+            s.push_str(&format!(
+                "p: Welch's two-sided t-test against the cell with {} (its other values equal).\n\n",
+                b.join(", ")
+            ));
         }
         s.push_str("| cell | seeds | FID_A | p | FID_B | p | generator params | discriminator params | FID |\n|---|---|---|---|---|---|---|---|---|\n");
         for c in &self.cells {
@@ -302,11 +314,13 @@ impl GanReport {
             .runs
             .iter()
             .map(|r| {
-                let values: BTreeMap<String, String> = self.keys.iter().map(|k| (k.clone(), r.flat.get(k).cloned().unwrap_or_default())).collect();
+                let values: BTreeMap<String, String> =
+                    self.keys.iter().map(|k| (k.clone(), r.flat.get(k).cloned().unwrap_or_default())).collect();
                 (self.cells.iter().position(|c| c.values == values).unwrap_or(0), r)
             })
             .collect();
-        let pts: Vec<(f64, f64)> = series.iter().flat_map(|(_, r)| r.epochs.iter().map(|e| (e.0, e.1))).filter(|p| p.1.is_finite()).collect();
+        let pts: Vec<(f64, f64)> =
+            series.iter().flat_map(|(_, r)| r.epochs.iter().map(|e| (e.0, e.1))).filter(|p| p.1.is_finite()).collect();
         let (xmax, ymax) = pts.iter().fold((1.0f64, 0.0f64), |(x, y), p| (x.max(p.0), y.max(p.1)));
         let labels: Vec<String> = self.cells.iter().map(|c| c.label.clone()).collect();
         let lines: Vec<(usize, Vec<(f64, f64)>)> = series
@@ -339,18 +353,25 @@ impl GanReport {
                         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], style.stroke_width(2)));
                 }
             }
-            chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw().map_err(|e| e.to_string())?;
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .draw()
+                .map_err(|e| e.to_string())?;
             root.present().map_err(|e| e.to_string())
         }
         let bad = |m: String| Error::data(path, format!("figure: {m}"));
         super::plot::register_font_once();
         if path.extension().is_some_and(|e| e == "svg") {
             let mut svg = String::new();
-            chart(SVGBackend::with_string(&mut svg, (720, 420)).into_drawing_area(), &lines, &labels, (xmax, ymax)).map_err(bad)?;
+            chart(SVGBackend::with_string(&mut svg, (720, 420)).into_drawing_area(), &lines, &labels, (xmax, ymax))
+                .map_err(bad)?;
             atomic_write(path, svg.as_bytes())
         } else {
             let mut buf = vec![0u8; 720 * 420 * 3];
-            chart(BitMapBackend::with_buffer(&mut buf, (720, 420)).into_drawing_area(), &lines, &labels, (xmax, ymax)).map_err(bad)?;
+            chart(BitMapBackend::with_buffer(&mut buf, (720, 420)).into_drawing_area(), &lines, &labels, (xmax, ymax))
+                .map_err(bad)?;
             let png = crate::util::png::encode_interleaved(&buf, 3, 420, 720)
                 .map_err(|e| Error::data(path, format!("cannot encode PNG: {e}")))?;
             atomic_write(path, &png)

@@ -115,12 +115,7 @@ pub fn read_steps(run: &RunDir) -> Result<Vec<StepRow>> {
     Ok(read_columns(&run.steps(), &["step", "loss", "max_logit", "max_grad"])?
         .into_iter()
         .filter(|r| r[0].is_finite())
-        .map(|r| StepRow {
-            step: r[0] as u64,
-            loss: r[1],
-            max_logit: r[2],
-            max_grad: r[3],
-        })
+        .map(|r| StepRow { step: r[0] as u64, loss: r[1], max_logit: r[2], max_grad: r[3] })
         .collect())
 }
 
@@ -150,13 +145,7 @@ pub fn read_epochs(run: &RunDir) -> Result<Vec<EpochRow>> {
     Ok(read_columns(&run.metrics(), &["epoch", "train_loss", "train_acc", "val_loss", "val_acc"])?
         .into_iter()
         .filter(|r| r[0].is_finite())
-        .map(|r| EpochRow {
-            epoch: r[0] as usize,
-            train_loss: r[1],
-            train_acc: r[2],
-            val_loss: r[3],
-            val_acc: r[4],
-        })
+        .map(|r| EpochRow { epoch: r[0] as usize, train_loss: r[1], train_acc: r[2], val_loss: r[3], val_acc: r[4] })
         .collect())
 }
 
@@ -164,8 +153,7 @@ pub fn read_epochs(run: &RunDir) -> Result<Vec<EpochRow>> {
 /// (results, an error, a checkpoint, or steps.csv: a run that started but has no
 /// checkpoint yet is an unfinished run).
 pub(crate) fn is_run(run: &RunDir) -> bool {
-    run.config().exists()
-        && (run.results().exists() || run.error().exists() || run.latest().exists() || run.steps().exists())
+    run.config().exists() && (run.results().exists() || run.error().exists() || run.latest().exists() || run.steps().exists())
 }
 
 /// Loads one run directory (`None` if it is not one).
@@ -184,18 +172,11 @@ pub fn load_run(dir: &Path, name: String) -> Result<Option<RunRecord>> {
     }
     let results: Option<Results> = if run.results().exists() {
         let text = fs::read_to_string(run.results()).map_err(|e| Error::io(run.results(), e))?;
-        Some(
-            serde_json::from_str(&text)
-                .map_err(|e| Error::data(run.results(), format!("unreadable results: {e}")))?,
-        )
+        Some(serde_json::from_str(&text).map_err(|e| Error::data(run.results(), format!("unreadable results: {e}")))?)
     } else {
         None
     };
-    let error = if results.is_none() {
-        fs::read_to_string(run.error()).ok().map(|s| s.trim().to_string())
-    } else {
-        None
-    };
+    let error = if results.is_none() { fs::read_to_string(run.error()).ok().map(|s| s.trim().to_string()) } else { None };
     let status = match (&results, &error) {
         (Some(_), _) => RunStatus::Finished,
         (None, Some(_)) => RunStatus::Failed,
@@ -323,11 +304,7 @@ impl MeanStd {
     /// `n` counts the values used.
     pub(crate) fn of(values: &[f64]) -> Option<MeanStd> {
         let values: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
-        (!values.is_empty()).then(|| MeanStd {
-            n: values.len(),
-            mean: mean(&values),
-            std: std_dev(&values),
-        })
+        (!values.is_empty()).then(|| MeanStd { n: values.len(), mean: mean(&values), std: std_dev(&values) })
     }
 }
 
@@ -523,7 +500,9 @@ impl Report {
             c.top5 = MeanStd::of(&tests.iter().map(|t| t.top5).collect::<Vec<_>>());
             c.auroc = MeanStd::of(&tests.iter().filter_map(|t| t.auroc).collect::<Vec<_>>());
             c.params = results.first().map(|r| r.params);
-            let avg = |f: &dyn Fn(&Results) -> f64| (!results.is_empty()).then(|| mean(&results.iter().map(|r| f(r)).collect::<Vec<_>>()));
+            let avg = |f: &dyn Fn(&Results) -> f64| {
+                (!results.is_empty()).then(|| mean(&results.iter().map(|r| f(r)).collect::<Vec<_>>()))
+            };
             c.epochs = avg(&|r| r.epochs as f64);
             c.steps = avg(&|r| r.steps as f64);
             c.wall_time_s = avg(&|r| r.wall_time_s);
@@ -560,8 +539,9 @@ impl Report {
         }
         let baseline = baseline.or_else(|| {
             let default = vec![("model.block".to_string(), "vit".to_string())];
-            (keys.iter().any(|k| k == "model.block") && cells.iter().any(|c| c.values.get("model.block").map(String::as_str) == Some("vit")))
-                .then_some(default)
+            (keys.iter().any(|k| k == "model.block")
+                && cells.iter().any(|c| c.values.get("model.block").map(String::as_str) == Some("vit")))
+            .then_some(default)
         });
         if let Some(base) = &baseline {
             let top1 = |c: &Cell| -> Vec<f64> {
@@ -597,15 +577,7 @@ impl Report {
                 ));
             }
         }
-        Ok(Report {
-            title: title.to_string(),
-            runs,
-            cells,
-            keys,
-            short,
-            baseline: baseline.unwrap_or_default(),
-            notes,
-        })
+        Ok(Report { title: title.to_string(), runs, cells, keys, short, baseline: baseline.unwrap_or_default(), notes })
     }
 
     /// Writes report.md, report.html, report.json and figures/ into `out`.
@@ -649,12 +621,7 @@ impl Report {
     fn document(&self, figures: &[plot::Figure]) -> Vec<Block> {
         let mut doc = vec![Block::Heading(1, self.title.clone())];
         let finished = self.runs.iter().filter(|r| r.status == RunStatus::Finished).count();
-        let mut intro = format!(
-            "{} runs ({} finished) in {} cells.",
-            self.runs.len(),
-            finished,
-            self.cells.len()
-        );
+        let mut intro = format!("{} runs ({} finished) in {} cells.", self.runs.len(), finished, self.cells.len());
         if !self.keys.is_empty() {
             intro.push_str(&format!(
                 " Cells differ in {}; runs within a cell differ only in the seed.",
@@ -890,9 +857,15 @@ pub enum Block {
     Heading(u8, String),
     /// Text with `inline code`.
     Para(String),
-    Table { header: Vec<String>, rows: Vec<Vec<String>> },
+    Table {
+        header: Vec<String>,
+        rows: Vec<Vec<String>>,
+    },
     /// A figure: `figures/NAME.png` shown, `figures/NAME.svg` linked.
-    Image { path: String, alt: String },
+    Image {
+        path: String,
+        alt: String,
+    },
 }
 
 fn render_markdown(doc: &[Block]) -> String {

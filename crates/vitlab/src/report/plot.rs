@@ -286,9 +286,11 @@ impl Draw for Accuracy {
             }
             let c = *c;
             chart
-                .draw_series(values.iter().map(|&(x, (m, _))| {
-                    Rectangle::new([(x + offset - 0.17, 0.0), (x + offset + 0.17, m)], c.filled())
-                }))
+                .draw_series(
+                    values
+                        .iter()
+                        .map(|&(x, (m, _))| Rectangle::new([(x + offset - 0.17, 0.0), (x + offset + 0.17, m)], c.filled())),
+                )
                 .map_err(err)?
                 .label(*name)
                 .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], c.filled()));
@@ -324,10 +326,7 @@ fn downsample(points: &[(f64, f64)], max: usize) -> Vec<(f64, f64)> {
         return points.to_vec();
     }
     let per = points.len().div_ceil(max);
-    points
-        .chunks(per)
-        .map(|c| *c.iter().max_by(|a, b| a.1.total_cmp(&b.1)).expect("non-empty chunk"))
-        .collect()
+    points.chunks(per).map(|c| *c.iter().max_by(|a, b| a.1.total_cmp(&b.1)).expect("non-empty chunk")).collect()
 }
 
 struct Series {
@@ -519,12 +518,8 @@ impl Curves {
                 let run: &RunRecord = &r.runs[i];
                 let steps: Vec<(f64, f64)> =
                     run.steps.iter().map(|s| (s.step as f64, s.loss)).filter(|p| p.1.is_finite() && p.1 > 0.0).collect();
-                let val: Vec<(f64, f64)> = run
-                    .epochs
-                    .iter()
-                    .filter(|e| e.val_acc.is_finite())
-                    .map(|e| (e.epoch as f64, e.val_acc))
-                    .collect();
+                let val: Vec<(f64, f64)> =
+                    run.epochs.iter().filter(|e| e.val_acc.is_finite()).map(|e| (e.epoch as f64, e.val_acc)).collect();
                 if steps.is_empty() && val.is_empty() {
                     continue;
                 }

@@ -46,13 +46,7 @@ impl Axis {
     pub fn values(key: &str, values: &[String]) -> Axis {
         Axis {
             name: key.to_string(),
-            levels: values
-                .iter()
-                .map(|v| Level {
-                    label: v.clone(),
-                    overrides: vec![format!("{key}={v}")],
-                })
-                .collect(),
+            levels: values.iter().map(|v| Level { label: v.clone(), overrides: vec![format!("{key}={v}")] }).collect(),
         }
     }
 
@@ -62,10 +56,7 @@ impl Axis {
             name: name.to_string(),
             levels: levels
                 .iter()
-                .map(|(label, o)| Level {
-                    label: label.to_string(),
-                    overrides: o.iter().map(|s| s.to_string()).collect(),
-                })
+                .map(|(label, o)| Level { label: label.to_string(), overrides: o.iter().map(|s| s.to_string()).collect() })
                 .collect(),
         }
     }
@@ -130,8 +121,6 @@ impl Manifest {
             return Ok(None);
         }
         let text = fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-        serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| Error::data(&path, format!("not a vitlab sweep manifest: {e}")))
+        serde_json::from_str(&text).map(Some).map_err(|e| Error::data(&path, format!("not a vitlab sweep manifest: {e}")))
     }
 }

@@ -39,15 +39,10 @@ pub type TensorMap = BTreeMap<String, HostTensor>;
 /// `model.*` and `optim.*` side by side).
 pub fn group(map: &TensorMap, prefix: &str) -> TensorMap {
     let p = format!("{prefix}.");
-    map.iter()
-        .filter_map(|(k, v)| k.strip_prefix(&p).map(|k| (k.to_string(), v.clone())))
-        .collect()
+    map.iter().filter_map(|(k, v)| k.strip_prefix(&p).map(|k| (k.to_string(), v.clone()))).collect()
 }
 
 /// A float tensor's values as f32, in row-major order.
 pub fn tensor_to_vec<const D: usize>(t: Tensor<D>) -> Vec<f32> {
-    t.into_data()
-        .convert::<f32>()
-        .try_to_vec::<f32>()
-        .expect("converted to f32 above")
+    t.into_data().convert::<f32>().try_to_vec::<f32>().expect("converted to f32 above")
 }

@@ -156,11 +156,7 @@ fn container(items: &[Node]) -> (u32, u64) {
 impl Parser<'_> {
     fn take(&mut self, n: usize) -> Result<&[u8], String> {
         if n > self.data.len() - self.pos {
-            return Err(format!(
-                "truncated pickle: needs {n} bytes at offset {}, {} left",
-                self.pos,
-                self.data.len() - self.pos
-            ));
+            return Err(format!("truncated pickle: needs {n} bytes at offset {}, {} left", self.pos, self.data.len() - self.pos));
         }
         let s = &self.data[self.pos..self.pos + n];
         self.pos += n;
@@ -233,10 +229,8 @@ impl Parser<'_> {
         }
         // Pops back to the last mark, returning the values above it.
         fn pop_mark(stack: &mut Vec<Item>, pos: usize) -> Result<Vec<Node>, String> {
-            let m = stack
-                .iter()
-                .rposition(|i| matches!(i, Item::Mark))
-                .ok_or_else(|| format!("pickle: no mark at offset {pos}"))?;
+            let m =
+                stack.iter().rposition(|i| matches!(i, Item::Mark)).ok_or_else(|| format!("pickle: no mark at offset {pos}"))?;
             let items = stack.split_off(m + 1);
             stack.pop();
             Ok(items
@@ -421,9 +415,7 @@ impl Parser<'_> {
                     match (&mut top.v, op) {
                         (Value::List(l), b'e') => l.extend(items.into_iter().map(|n| n.v)),
                         (Value::Dict(d), b'u') if items.len() % 2 == 0 => d.extend(pairs(items)),
-                        (v, _) => {
-                            return Err(format!("pickle: opcode '{}' on a {} at offset {at}", op as char, v.kind()))
-                        }
+                        (v, _) => return Err(format!("pickle: opcode '{}' on a {} at offset {at}", op as char, v.kind())),
                     }
                     if top.depth > MAX_DEPTH {
                         return Err("pickle: values nested too deeply".into());

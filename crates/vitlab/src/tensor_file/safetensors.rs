@@ -16,32 +16,19 @@ use crate::{Error, Result};
 pub fn read_safetensors(path: &Path) -> Result<(TensorMap, HashMap<String, String>)> {
     let bytes = fs::read(path).map_err(|e| Error::io(path, e))?;
     let bad = |m: String| Error::weights(path, m);
-    let st = SafeTensors::deserialize(&bytes)
-        .map_err(|e| bad(format!("not a valid safetensors file: {e}")))?;
-    let (_, meta) = SafeTensors::read_metadata(&bytes)
-        .map_err(|e| bad(format!("not a valid safetensors file: {e}")))?;
+    let st = SafeTensors::deserialize(&bytes).map_err(|e| bad(format!("not a valid safetensors file: {e}")))?;
+    let (_, meta) = SafeTensors::read_metadata(&bytes).map_err(|e| bad(format!("not a valid safetensors file: {e}")))?;
     let mut map = TensorMap::new();
     for (name, view) in st.iter() {
         let raw = view.data();
         let data: Vec<f32> = match view.dtype() {
             Dtype::F32 => raw.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect(),
-            Dtype::F64 => raw
-                .chunks_exact(8)
-                .map(|b| f64::from_le_bytes(b.try_into().unwrap()) as f32)
-                .collect(),
-            Dtype::F16 => raw
-                .chunks_exact(2)
-                .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
-                .collect(),
-            Dtype::BF16 => raw
-                .chunks_exact(2)
-                .map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32())
-                .collect(),
+            Dtype::F64 => raw.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap()) as f32).collect(),
+            Dtype::F16 => raw.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
+            Dtype::BF16 => raw.chunks_exact(2).map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
             Dtype::I64 | Dtype::I32 if name.ends_with("num_batches_tracked") => continue,
             other => {
-                return Err(bad(format!(
-                    "tensor {name:?} has dtype {other:?}; expected a float type (F32, F64, F16, BF16)"
-                )))
+                return Err(bad(format!("tensor {name:?} has dtype {other:?}; expected a float type (F32, F64, F16, BF16)")))
             }
         };
         map.insert(name.to_string(), HostTensor::new(view.shape().to_vec(), data));
@@ -60,9 +47,9 @@ pub fn write_safetensors(path: &Path, map: &TensorMap, metadata: HashMap<String,
             (k.clone(), b, t.shape.clone())
         })
         .collect();
-    let views = bytes.iter().map(|(k, b, s)| {
-        (k.as_str(), safetensors::tensor::TensorView::new(Dtype::F32, s.clone(), b).expect("sizes match"))
-    });
+    let views = bytes
+        .iter()
+        .map(|(k, b, s)| (k.as_str(), safetensors::tensor::TensorView::new(Dtype::F32, s.clone(), b).expect("sizes match")));
     let meta = (!metadata.is_empty()).then_some(metadata);
     let buffer = safetensors::serialize(views, meta).map_err(|e| Error::weights(path, e.to_string()))?;
     atomic_write(path, &buffer)

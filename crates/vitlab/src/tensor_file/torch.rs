@@ -130,9 +130,8 @@ fn read_legacy(bytes: &[u8]) -> std::result::Result<TensorMap, String> {
     }
     let mut pos = LEGACY_MAGIC.len();
     let mut next = |what: &str| -> std::result::Result<Value, String> {
-        let (v, n) = pickle::parse_prefix(&bytes[pos..]).map_err(|e| {
-            format!("not a file torch.save wrote (legacy format, {what}): {e}")
-        })?;
+        let (v, n) = pickle::parse_prefix(&bytes[pos..])
+            .map_err(|e| format!("not a file torch.save wrote (legacy format, {what}): {e}"))?;
         pos += n;
         Ok(v)
     };
@@ -150,10 +149,7 @@ fn read_legacy(bytes: &[u8]) -> std::result::Result<TensorMap, String> {
         let head = bytes.get(pos..pos + 8).ok_or("legacy file: truncated storage")?;
         let numel = i64::from_le_bytes(head.try_into().unwrap());
         let elem = *elems.get(key.as_str()).ok_or_else(|| format!("legacy file: storage {key} is not referenced"))?;
-        let n = usize::try_from(numel)
-            .ok()
-            .and_then(|n| n.checked_mul(elem.size()))
-            .ok_or("legacy file: bad storage size")?;
+        let n = usize::try_from(numel).ok().and_then(|n| n.checked_mul(elem.size())).ok_or("legacy file: bad storage size")?;
         let data = bytes.get(pos + 8..pos + 8 + n).ok_or_else(|| format!("legacy file: storage {key} is truncated"))?;
         storages.insert(key, data.to_vec());
         pos += 8 + n;

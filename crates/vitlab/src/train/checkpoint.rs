@@ -41,7 +41,8 @@ impl Checkpoint {
             Some(FORMAT) => {}
             _ => {
                 return Err(bad(
-                    "not a vitlab checkpoint (no format=vitlab-checkpoint metadata); to use plain weights, load them as a model".into(),
+                    "not a vitlab checkpoint (no format=vitlab-checkpoint metadata); to use plain weights, load them as a model"
+                        .into(),
                 ))
             }
         }
@@ -50,18 +51,11 @@ impl Checkpoint {
             return Err(bad(format!("checkpoint version {version:?}; this vitlab reads version {VERSION}")));
         }
         let state = meta.remove("state").ok_or_else(|| bad("missing state metadata".into()))?;
-        let state: LoopState =
-            serde_json::from_str(&state).map_err(|e| bad(format!("state metadata: {e}")))?;
+        let state: LoopState = serde_json::from_str(&state).map_err(|e| bad(format!("state metadata: {e}")))?;
         let config = meta.remove("config").ok_or_else(|| bad("missing config metadata".into()))?;
         let table: toml::Table = toml::from_str(&config).map_err(|e| bad(format!("config metadata: {e}")))?;
         let config = ExperimentConfig::from_table(table, &path.display().to_string())?;
-        Ok(Checkpoint {
-            path: path.to_path_buf(),
-            tensors,
-            state,
-            config,
-            metadata: meta,
-        })
+        Ok(Checkpoint { path: path.to_path_buf(), tensors, state, config, metadata: meta })
     }
 
     /// Tensors under `prefix.` with the prefix removed.

@@ -66,9 +66,9 @@ pub fn load_splits(config: &ExperimentConfig) -> Result<Splits> {
     let mut warnings = Vec::new();
     let all: Vec<usize> = (0..train.len()).collect();
     let (mut train_indices, val) = if d.val_on_test {
-        let test = test.clone().ok_or_else(|| {
-            Error::config("data.val_on_test", format!("{} has no test split to validate on", d.path))
-        })?;
+        let test = test
+            .clone()
+            .ok_or_else(|| Error::config("data.val_on_test", format!("{} has no test split to validate on", d.path)))?;
         warnings.push(
             "validating on the test split (data.val_on_test = true), as the paper's code does: \
              early stopping and the best checkpoint then peek at the test set"
@@ -91,15 +91,7 @@ pub fn load_splits(config: &ExperimentConfig) -> Result<Splits> {
     if d.limit > 0 {
         train_indices = limit_stratified(&train_indices, &train.labels, d.limit, config.seed);
     }
-    Ok(Splits {
-        train,
-        train_indices,
-        val,
-        test,
-        classes,
-        description,
-        warnings,
-    })
+    Ok(Splits { train, train_indices, val, test, classes, description, warnings })
 }
 
 /// A seeded subset of `limit` training images with every class in proportion
@@ -139,10 +131,7 @@ impl Classifier {
         if splits.train.height != splits.train.width {
             return Err(Error::config(
                 "data.path",
-                format!(
-                    "images are {}x{}; vitlab's models take square images",
-                    splits.train.height, splits.train.width
-                ),
+                format!("images are {}x{}; vitlab's models take square images", splits.train.height, splits.train.width),
             ));
         }
         let ad = device.clone().autodiff();

@@ -29,7 +29,9 @@ use serde::{Deserialize, Serialize};
 
 use super::gan::{l1, lsgan_discriminator_loss, lsgan_generator_loss, ImagePool};
 use super::optim::{grad_stats, GradStats, Optimizer};
-use super::{run_loop, Checkpoint, Explosion, LoopState, Observer, RunDir, Selection, StepContext, StepOutput, Summary, Task, Validation};
+use super::{
+    run_loop, Checkpoint, Explosion, LoopState, Observer, RunDir, Selection, StepContext, StepOutput, Summary, Task, Validation,
+};
 use crate::config::ExperimentConfig;
 use crate::data::decode::Img;
 use crate::data::loader::{resize_bilinear, Rng};
@@ -44,8 +46,18 @@ use crate::{Error, Result};
 
 /// The step columns of steps.csv (and their epoch means in metrics.csv).
 pub const STEP_COLUMNS: [&str; 12] = [
-    "D_A", "D_B", "G_A", "G_B", "cycle_A", "cycle_B", "idt_A", "idt_B", "max_grad_G_A", "max_grad_G_B",
-    "max_grad_D_A", "max_grad_D_B",
+    "D_A",
+    "D_B",
+    "G_A",
+    "G_B",
+    "cycle_A",
+    "cycle_B",
+    "idt_A",
+    "idt_B",
+    "max_grad_G_A",
+    "max_grad_G_B",
+    "max_grad_D_A",
+    "max_grad_D_B",
 ];
 pub const VALIDATION_COLUMNS: [&str; 2] = ["FID_A", "FID_B"];
 
@@ -169,7 +181,13 @@ impl UnpairedData {
             Arc::new(Domain { pixels, len: n, side })
         };
         let (train_a, train_b) = (domain(), domain());
-        UnpairedData { train_a, train_b, test_a: None, test_b: None, description: format!("synthetic: {n} + {n} images of {side} px") }
+        UnpairedData {
+            train_a,
+            train_b,
+            test_a: None,
+            test_b: None,
+            description: format!("synthetic: {n} + {n} images of {side} px"),
+        }
     }
 }
 
@@ -292,7 +310,10 @@ impl CycleGan {
         if data.train_a.len.max(data.train_b.len) < config.batch_size {
             return Err(Error::config(
                 "batch_size",
-                format!("{} is larger than both domains ({} A, {} B images)", config.batch_size, data.train_a.len, data.train_b.len),
+                format!(
+                    "{} is larger than both domains ({} A, {} B images)",
+                    config.batch_size, data.train_a.len, data.train_b.len
+                ),
             ));
         }
         let ad = device.clone().autodiff();
@@ -366,7 +387,10 @@ impl CycleGan {
         let mut out = Vec::with_capacity(n * per);
         for start in (0..n).step_by(32) {
             let k = (n - start).min(32);
-            let x = Tensor::<4>::from_data(TensorData::new(images[start * per..(start + k) * per].to_vec(), [k, 3, side, side]), device);
+            let x = Tensor::<4>::from_data(
+                TensorData::new(images[start * per..(start + k) * per].to_vec(), [k, 3, side, side]),
+                device,
+            );
             out.extend(tensor_to_vec(g.forward(x)));
         }
         out
@@ -525,10 +549,8 @@ impl Task for CycleGan {
 
         // One transfer for every scalar.
         let parts = vec![d_a, d_b, g_a, g_b, cycle_a, cycle_b, idt_a, idt_b, max_score.reshape([1])];
-        let v: Vec<f64> = tensor_to_vec(Tensor::cat(parts.into_iter().map(|t| t.detach()).collect(), 0))
-            .into_iter()
-            .map(f64::from)
-            .collect();
+        let v: Vec<f64> =
+            tensor_to_vec(Tensor::cat(parts.into_iter().map(|t| t.detach()).collect(), 0)).into_iter().map(f64::from).collect();
         let loss = v[2..8].iter().sum::<f64>();
         let all = combine(&[&st_ga, &st_gb, &st_da, &st_db]);
         let explosion: Option<Explosion> = ctx.check(loss + v[0] + v[1], v[8], &all);
@@ -804,4 +826,3 @@ pub fn translate_files(
     }
     Ok(targets)
 }
-

@@ -10,9 +10,9 @@
 
 use std::collections::HashMap;
 
+pub use crate::config::EmaSection;
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::tensor::Tensor;
-pub use crate::config::EmaSection;
 
 /// Collects every float parameter by its dotted path.
 struct Collect {
@@ -54,11 +54,7 @@ impl ModuleMapper for Lerp<'_> {
             return Param::from_mapped_value(id, tensor, mapper);
         };
         let p = p.clone().reshape(tensor.dims());
-        let new = if self.decay == 0.0 {
-            p
-        } else {
-            tensor.mul_scalar(self.decay).add(p.mul_scalar(1.0 - self.decay))
-        };
+        let new = if self.decay == 0.0 { p } else { tensor.mul_scalar(self.decay).add(p.mul_scalar(1.0 - self.decay)) };
         Param::from_mapped_value(id, new, mapper)
     }
 }

@@ -280,7 +280,9 @@ fn check_length(config: &ExperimentConfig, batches: usize) -> Result<()> {
         let run_epochs = config.max_steps as f64 / batches as f64;
         let w = config.schedule.warmup_epochs;
         if w > 0.0 && w >= run_epochs.min(config.epochs.max(1) as f64) {
-            return Err(config.warmup_error(run_epochs, &format!("max_steps = {}, {batches} batches per epoch", config.max_steps)));
+            return Err(
+                config.warmup_error(run_epochs, &format!("max_steps = {}, {batches} batches per epoch", config.max_steps))
+            );
         }
     }
     Ok(())
@@ -342,7 +344,8 @@ pub fn run_loop<T: Task>(
                 clip_grad_norm: config.stabilizers.clip_grad_norm,
             };
             let out = task.step(batch, &ctx)?;
-            let row: Vec<String> = [ctx.step.to_string(), epoch.to_string()].into_iter().chain(out.values.iter().map(|&v| fmt(v))).collect();
+            let row: Vec<String> =
+                [ctx.step.to_string(), epoch.to_string()].into_iter().chain(out.values.iter().map(|&v| fmt(v))).collect();
             logs.steps.row(&row);
             for (i, b) in out.blocks.iter().enumerate() {
                 logs.blocks.row(&[ctx.step.to_string(), i.to_string(), fmt(b.grad_norm), fmt(b.act_rms), fmt(b.max_attn_logit)]);
@@ -363,7 +366,10 @@ pub fn run_loop<T: Task>(
             let means = epoch_means(&state);
             observer.step(state.step, out.loss, &train_columns, &means, state.epoch_count as f64 / state.epoch_seconds.max(1e-9));
             task.after_step(state.step, total_steps)?;
-            if config.checkpoint.every_steps > 0 && state.step % config.checkpoint.every_steps as u64 == 0 && state.batch < batches {
+            if config.checkpoint.every_steps > 0
+                && state.step % config.checkpoint.every_steps as u64 == 0
+                && state.batch < batches
+            {
                 state.elapsed_s = elapsed(&started);
                 save_checkpoint(task, config, &run.latest(), &state)?;
             }
@@ -374,9 +380,8 @@ pub fn run_loop<T: Task>(
         let images_per_s = state.epoch_count as f64 / state.epoch_seconds.max(1e-9);
         let val = task.validate(epoch + 1)?;
         let lr = learning_rate(config.optim.lr, &config.schedule, epoch as f64 + 1.0 - 1e-9, epochs);
-        let val_values: Vec<f64> = (0..val_columns.len())
-            .map(|i| val.as_ref().and_then(|v| v.values.get(i).copied()).unwrap_or(f64::NAN))
-            .collect();
+        let val_values: Vec<f64> =
+            (0..val_columns.len()).map(|i| val.as_ref().and_then(|v| v.values.get(i).copied()).unwrap_or(f64::NAN)).collect();
         let mut row = vec![(epoch + 1).to_string(), state.step.to_string()];
         row.extend(train.iter().chain(&val_values).map(|&v| fmt(v)));
         row.extend([fmt(lr), format!("{:.3}", state.epoch_seconds), format!("{images_per_s:.1}")]);
@@ -438,13 +443,7 @@ pub fn run_loop<T: Task>(
     }
     observer.finish();
     state.elapsed_s = elapsed(&started);
-    Ok(LoopOutcome {
-        cause,
-        explosion,
-        wall_time_s: state.elapsed_s,
-        best_score: state.best_score(selection.as_ref()),
-        state,
-    })
+    Ok(LoopOutcome { cause, explosion, wall_time_s: state.elapsed_s, best_score: state.best_score(selection.as_ref()), state })
 }
 
 /// The epoch means so far of the training columns.

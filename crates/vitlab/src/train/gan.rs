@@ -43,11 +43,7 @@ impl ImagePool {
     pub const CYCLEGAN_CAPACITY: usize = 50;
 
     pub fn new(capacity: usize, seed: u64) -> Self {
-        ImagePool {
-            capacity,
-            images: Vec::with_capacity(capacity),
-            rng: Rng::keyed(&[seed, 0x504F_4F4C]),
-        }
+        ImagePool { capacity, images: Vec::with_capacity(capacity), rng: Rng::keyed(&[seed, 0x504F_4F4C]) }
     }
 
     pub fn len(&self) -> usize {
@@ -110,7 +106,6 @@ mod tests {
     fn device() -> Device {
         Device::flex()
     }
-
 
     #[test]
     fn least_squares_and_l1_losses_have_their_textbook_values() {

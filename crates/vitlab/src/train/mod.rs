@@ -179,7 +179,13 @@ fn classify_task() -> crate::config::TaskKind {
 
 impl Summary {
     /// The summary of a finished loop.
-    pub fn new(task: crate::config::TaskKind, outcome: &LoopOutcome, selection: Option<Selection>, params: usize, config: &ExperimentConfig) -> Self {
+    pub fn new(
+        task: crate::config::TaskKind,
+        outcome: &LoopOutcome,
+        selection: Option<Selection>,
+        params: usize,
+        config: &ExperimentConfig,
+    ) -> Self {
         Summary {
             task,
             exit_cause: outcome.cause,
@@ -209,12 +215,7 @@ impl Summary {
 pub fn train(start: Start, run: &RunDir, progress: &mut dyn Observer) -> Result<Outcome> {
     let (config, checkpoint) = prepare(&start, run)?;
     match config.task {
-        crate::config::TaskKind::Classify => {
-            classify::train_prepared(config, checkpoint, run, progress).map(Outcome::Classify)
-        }
-        crate::config::TaskKind::Cyclegan => {
-            cyclegan::train_prepared(config, checkpoint, run, progress).map(Outcome::Cyclegan)
-        }
+        crate::config::TaskKind::Classify => classify::train_prepared(config, checkpoint, run, progress).map(Outcome::Classify),
+        crate::config::TaskKind::Cyclegan => cyclegan::train_prepared(config, checkpoint, run, progress).map(Outcome::Cyclegan),
     }
 }
-

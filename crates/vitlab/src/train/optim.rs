@@ -58,13 +58,7 @@ impl ModuleVisitor for StatsVisitor<'_> {
 
 /// Gradient norms and max |g| over all parameters, read back in one transfer.
 pub fn grad_stats<M: Module>(module: &M, grads: &Gradients) -> GradStats {
-    let mut v = StatsVisitor {
-        path: Vec::new(),
-        grads,
-        sq: Vec::new(),
-        max: Vec::new(),
-        block_of: Vec::new(),
-    };
+    let mut v = StatsVisitor { path: Vec::new(), grads, sq: Vec::new(), max: Vec::new(), block_of: Vec::new() };
     module.visit(&mut v);
     if v.sq.is_empty() {
         return GradStats { finite: true, ..Default::default() };
@@ -132,8 +126,8 @@ impl ModuleMapper for StepMapper<'_> {
             g = g.mul_scalar(self.grad_scale);
         }
         let key = self.path.join(".");
-        let decay = !(self.opt.config.skip_decay_1d
-            && (D == 1 || matches!(key.as_str(), "pos_embed" | "cls_token" | "map.probe")));
+        let decay =
+            !(self.opt.config.skip_decay_1d && (D == 1 || matches!(key.as_str(), "pos_embed" | "cls_token" | "map.probe")));
         let updated = self.opt.update(&key, p, g, self.lr, decay);
         let mut new = Tensor::from_inner(updated.reshape(dims));
         if require_grad {
@@ -145,34 +139,21 @@ impl ModuleMapper for StepMapper<'_> {
 
 impl Optimizer {
     pub fn new(config: OptimSection) -> Self {
-        Optimizer {
-            config,
-            steps: 0,
-            slots: HashMap::new(),
-        }
+        Optimizer { config, steps: 0, slots: HashMap::new() }
     }
 
     /// One step on every parameter that has a gradient; gradients are multiplied
     /// by `grad_scale` first (gradient clipping passes its factor here).
     pub fn step<M: Module>(&mut self, module: M, grads: &Gradients, lr: f64, grad_scale: f64) -> M {
         self.steps += 1;
-        let mut m = StepMapper {
-            opt: self,
-            grads,
-            lr,
-            grad_scale,
-            path: Vec::new(),
-        };
+        let mut m = StepMapper { opt: self, grads, lr, grad_scale, path: Vec::new() };
         module.map(&mut m)
     }
 
     fn update(&mut self, key: &str, p: Tensor<1>, g: Tensor<1>, lr: f64, decay: bool) -> Tensor<1> {
         let c = &self.config;
         let wd = if decay { c.weight_decay } else { 0.0 };
-        let slot = self.slots.entry(key.to_string()).or_insert(Slot {
-            first: None,
-            second: None,
-        });
+        let slot = self.slots.entry(key.to_string()).or_insert(Slot { first: None, second: None });
         match c.name {
             OptimName::Adamw | OptimName::Adam => {
                 let [b1, b2] = c.betas;
@@ -239,10 +220,7 @@ impl Optimizer {
         for (name, t) in state {
             let Some((prefix, key)) = name.split_once('.') else { continue };
             let tensor = Tensor::<1>::from_data(burn::tensor::TensorData::new(t.data.clone(), [t.data.len()]), device);
-            let slot = slots.entry(key.to_string()).or_insert(Slot {
-                first: None,
-                second: None,
-            });
+            let slot = slots.entry(key.to_string()).or_insert(Slot { first: None, second: None });
             match prefix {
                 "m" => slot.first = Some(tensor),
                 "v" => slot.second = Some(tensor),
@@ -256,22 +234,14 @@ impl Optimizer {
 /// Learning rate at a (fractional) epoch position: `epoch_pos = epoch + batch/batches`.
 pub fn learning_rate(base: f64, s: &ScheduleSection, epoch_pos: f64, epochs: usize) -> f64 {
     let epochs = epochs.max(1) as f64;
-    let warm = if s.warmup_epochs > 0.0 && epoch_pos < s.warmup_epochs {
-        epoch_pos / s.warmup_epochs
-    } else {
-        1.0
-    };
+    let warm = if s.warmup_epochs > 0.0 && epoch_pos < s.warmup_epochs { epoch_pos / s.warmup_epochs } else { 1.0 };
     let lr = match s.name {
         ScheduleName::Constant => base,
         // As PyTorch's MultiStepLR stepped once per epoch with milestones
         // int(fraction * epochs): the LR changes at epoch boundaries.
         ScheduleName::Multistep => {
             let epoch = epoch_pos.floor() as usize;
-            let passed = s
-                .milestones
-                .iter()
-                .filter(|&&m| epoch >= (m * epochs) as usize)
-                .count();
+            let passed = s.milestones.iter().filter(|&&m| epoch >= (m * epochs) as usize).count();
             base * s.gamma.powi(passed as i32)
         }
         // pytorch-CycleGAN-and-pix2pix's `linear` rule, stepped per epoch:
@@ -313,10 +283,7 @@ mod tests {
 
     #[test]
     fn multistep_halves_at_30_60_90_percent_of_epochs() {
-        let s = ScheduleSection {
-            name: ScheduleName::Multistep,
-            ..Default::default()
-        };
+        let s = ScheduleSection { name: ScheduleName::Multistep, ..Default::default() };
         let lr = |e: f64| learning_rate(1e-3, &s, e, 150);
         assert_eq!(lr(0.0), 1e-3);
         assert_eq!(lr(44.9), 1e-3);
@@ -327,12 +294,7 @@ mod tests {
 
     #[test]
     fn cosine_warms_up_linearly_then_decays_to_the_floor() {
-        let s = ScheduleSection {
-            name: ScheduleName::Cosine,
-            warmup_epochs: 2.0,
-            min_lr_ratio: 0.1,
-            ..Default::default()
-        };
+        let s = ScheduleSection { name: ScheduleName::Cosine, warmup_epochs: 2.0, min_lr_ratio: 0.1, ..Default::default() };
         let lr = |e: f64| learning_rate(1.0, &s, e, 12);
         assert_eq!(lr(0.0), 0.0);
         assert!((lr(1.0) - 0.5).abs() < 1e-12);

@@ -60,12 +60,7 @@ pub fn evaluate(
 ) -> ClassificationMetrics {
     let logits = predict_logits(model, set, indices, config, device);
     let labels: Vec<u32> = indices.iter().map(|&i| set.labels[i]).collect();
-    Predictions {
-        logits: &logits,
-        labels: &labels,
-        classes: set.classes.len(),
-    }
-    .summary()
+    Predictions { logits: &logits, labels: &labels, classes: set.classes.len() }.summary()
 }
 
 /// Which weights of a checkpoint a model is built from.
@@ -158,10 +153,7 @@ pub fn predict_files(
             let z: f64 = e.iter().sum();
             let mut order: Vec<usize> = (0..kc).collect();
             order.sort_by(|&a, &b| e[b].total_cmp(&e[a]));
-            Prediction {
-                path: path.clone(),
-                top: order.into_iter().take(k).map(|c| (classes[c].clone(), e[c] / z)).collect(),
-            }
+            Prediction { path: path.clone(), top: order.into_iter().take(k).map(|c| (classes[c].clone(), e[c] / z)).collect() }
         })
         .collect())
 }

@@ -117,7 +117,10 @@ mod tests {
         assert!(m.abs() < 0.01 && (v - 1.0).abs() < 0.01, "normal: mean {m}, var {v}");
         for shape in [0.4, 1.0, 3.5] {
             let (m, v) = mean_var(&(0..n).map(|_| r.gamma(shape)).collect::<Vec<_>>());
-            assert!((m - shape).abs() < 0.02 * shape.max(1.0) && (v - shape).abs() < 0.05 * shape.max(1.0), "gamma({shape}): {m} {v}");
+            assert!(
+                (m - shape).abs() < 0.02 * shape.max(1.0) && (v - shape).abs() < 0.05 * shape.max(1.0),
+                "gamma({shape}): {m} {v}"
+            );
         }
         for (a, b) in [(1.0, 1.0), (0.8, 0.8), (2.0, 5.0)] {
             let (m, v) = mean_var(&(0..n).map(|_| r.beta(a, b)).collect::<Vec<_>>());

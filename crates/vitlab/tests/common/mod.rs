@@ -23,24 +23,17 @@ pub struct Fixture {
 impl Fixture {
     pub fn load(name: &str) -> Fixture {
         let path = fixture_path(&format!("{name}.safetensors"));
-        let (tensors, meta) = read_safetensors(&path)
-            .unwrap_or_else(|e| panic!("fixture {name}: {e} (regenerate with tools/make_fixtures.py)"));
+        let (tensors, meta) =
+            read_safetensors(&path).unwrap_or_else(|e| panic!("fixture {name}: {e} (regenerate with tools/make_fixtures.py)"));
         let config = match meta.get("config") {
             Some(c) => serde_json::from_str(c).expect("config is JSON"),
             None => serde_json::Value::Null,
         };
-        Fixture {
-            name: name.to_string(),
-            tensors,
-            config,
-            meta,
-        }
+        Fixture { name: name.to_string(), tensors, config, meta }
     }
 
     pub fn get(&self, key: &str) -> &HostTensor {
-        self.tensors
-            .get(key)
-            .unwrap_or_else(|| panic!("fixture {} has no tensor {key}", self.name))
+        self.tensors.get(key).unwrap_or_else(|| panic!("fixture {} has no tensor {key}", self.name))
     }
 
     /// Tensors under `prefix.`, with the prefix removed.
@@ -82,23 +75,13 @@ pub fn assert_close(what: &str, actual: &HostTensor, expected: &HostTensor, tol:
 pub fn assert_close_scaled(what: &str, actual: &HostTensor, expected: &HostTensor, tol: f64, scale: f64) -> f64 {
     assert_eq!(actual.shape, expected.shape, "{what}: shape");
     assert!(actual.data.iter().all(|v| v.is_finite()), "{what}: non-finite values");
-    let max_err = actual
-        .data
-        .iter()
-        .zip(&expected.data)
-        .fold(0f64, |m, (a, e)| m.max((*a as f64 - *e as f64).abs()));
+    let max_err = actual.data.iter().zip(&expected.data).fold(0f64, |m, (a, e)| m.max((*a as f64 - *e as f64).abs()));
     let rel = max_err / scale.max(1e-12);
-    assert!(
-        rel <= tol,
-        "{what}: max abs error {max_err:.3e} is {rel:.3e} of the scale {scale:.3e}, over the tolerance {tol:e}"
-    );
+    assert!(rel <= tol, "{what}: max abs error {max_err:.3e} is {rel:.3e} of the scale {scale:.3e}, over the tolerance {tol:e}");
     rel
 }
 
 /// The CPU backends this test binary was built with (flex always, LibTorch with `tch`).
 pub fn backends() -> Vec<(Backend, Device)> {
-    Backend::compiled_cpu()
-        .into_iter()
-        .map(|b| (b, b.device().expect("compiled backend")))
-        .collect()
+    Backend::compiled_cpu().into_iter().map(|b| (b, b.device().expect("compiled backend"))).collect()
 }

@@ -85,10 +85,7 @@ impl Op {
     /// Whether torchvision negates this op's magnitude with probability 1/2.
     pub fn signed(self) -> bool {
         use Op::*;
-        matches!(
-            self,
-            ShearX | ShearY | TranslateX | TranslateY | Rotate | Brightness | Color | Contrast | Sharpness
-        )
+        matches!(self, ShearX | ShearY | TranslateX | TranslateY | Rotate | Brightness | Color | Contrast | Sharpness)
     }
 }
 
@@ -101,10 +98,7 @@ impl fmt::Display for Op {
 impl FromStr for Op {
     type Err = AugmentError;
     fn from_str(s: &str) -> Result<Op, AugmentError> {
-        Op::ALL
-            .into_iter()
-            .find(|op| op.name() == s)
-            .ok_or_else(|| AugmentError::UnknownOp(s.to_string()))
+        Op::ALL.into_iter().find(|op| op.name() == s).ok_or_else(|| AugmentError::UnknownOp(s.to_string()))
     }
 }
 
@@ -126,11 +120,7 @@ impl fmt::Display for AugmentError {
                 write!(f, "unknown augmentation op `{s}`; accepted: {}", names.join(", "))
             }
             AugmentError::UnknownPolicy(s) => {
-                write!(
-                    f,
-                    "unknown augmentation policy `{s}`; accepted: {}",
-                    Policy::NAMES.join(", ")
-                )
+                write!(f, "unknown augmentation policy `{s}`; accepted: {}", Policy::NAMES.join(", "))
             }
             AugmentError::Invalid(param, why) => write!(f, "{param}: {why}"),
         }
@@ -396,11 +386,7 @@ impl AutoAugmentPolicy {
         let sub = rng.below(self.subpolicies().len());
         let (p0, n0) = (rng.uniform(), rng.uniform() < 0.5);
         let (p1, n1) = (rng.uniform(), rng.uniform() < 0.5);
-        Decision {
-            sub,
-            probs: [p0, p1],
-            negate: [n0, n1],
-        }
+        Decision { sub, probs: [p0, p1], negate: [n0, n1] }
     }
 
     /// Calls `f(op, signed magnitude)` for each step that `d` applies, in order,
@@ -431,12 +417,7 @@ pub struct RandAugment {
 impl Default for RandAugment {
     /// torchvision's defaults: 2 ops at magnitude 9 of 31 bins, no noise.
     fn default() -> Self {
-        RandAugment {
-            num_ops: 2,
-            magnitude: 9.0,
-            magnitude_std: 0.0,
-            num_magnitude_bins: 31,
-        }
+        RandAugment { num_ops: 2, magnitude: 9.0, magnitude_std: 0.0, num_magnitude_bins: 31 }
     }
 }
 
@@ -444,23 +425,14 @@ impl RandAugment {
     pub fn validate(&self) -> Result<(), AugmentError> {
         let bad = |p, why: String| Err(AugmentError::Invalid(p, why));
         if self.num_magnitude_bins < 2 {
-            return bad(
-                "num_magnitude_bins",
-                format!("{} must be at least 2", self.num_magnitude_bins),
-            );
+            return bad("num_magnitude_bins", format!("{} must be at least 2", self.num_magnitude_bins));
         }
         let top = (self.num_magnitude_bins - 1) as f64;
         if !(self.magnitude >= 0.0 && self.magnitude <= top) {
-            return bad(
-                "magnitude",
-                format!("{} is not in [0, {top}] (num_magnitude_bins - 1)", self.magnitude),
-            );
+            return bad("magnitude", format!("{} is not in [0, {top}] (num_magnitude_bins - 1)", self.magnitude));
         }
         if self.magnitude_std.is_nan() || self.magnitude_std < 0.0 {
-            return bad(
-                "magnitude_std",
-                format!("{} must be >= 0 (0: off, inf: uniform)", self.magnitude_std),
-            );
+            return bad("magnitude_std", format!("{} must be >= 0 (0: off, inf: uniform)", self.magnitude_std));
         }
         Ok(())
     }
@@ -523,14 +495,8 @@ pub enum Policy {
 
 impl Policy {
     /// The accepted config names.
-    pub const NAMES: [&'static str; 6] = [
-        "none",
-        "autoaugment-cifar10",
-        "autoaugment-imagenet",
-        "autoaugment-svhn",
-        "randaugment",
-        "trivialaugment",
-    ];
+    pub const NAMES: [&'static str; 6] =
+        ["none", "autoaugment-cifar10", "autoaugment-imagenet", "autoaugment-svhn", "randaugment", "trivialaugment"];
 
     /// The policy named `name` (one of [`Policy::NAMES`]). `randaugment` takes the
     /// [`RandAugment`] parameters given here (validated; the other policies ignore
@@ -548,12 +514,7 @@ impl Policy {
             "autoaugment-imagenet" => Policy::AutoAugment(AutoAugmentPolicy::Imagenet),
             "autoaugment-svhn" => Policy::AutoAugment(AutoAugmentPolicy::Svhn),
             "randaugment" => {
-                let ra = RandAugment {
-                    num_ops,
-                    magnitude,
-                    magnitude_std,
-                    num_magnitude_bins,
-                };
+                let ra = RandAugment { num_ops, magnitude, magnitude_std, num_magnitude_bins };
                 ra.validate()?;
                 Policy::RandAugment(ra)
             }
@@ -619,15 +580,7 @@ thread_local! {
 }
 
 /// Applies `policy` to the `channels x h x w` image `img` into `out`, drawing from `rng`.
-pub fn apply_policy(
-    policy: &Policy,
-    img: &[u8],
-    channels: usize,
-    h: usize,
-    w: usize,
-    rng: &mut Rng,
-    out: &mut Vec<u8>,
-) {
+pub fn apply_policy(policy: &Policy, img: &[u8], channels: usize, h: usize, w: usize, rng: &mut Rng, out: &mut Vec<u8>) {
     SCRATCH.with(|scratch| {
         let mut prev = scratch.borrow_mut();
         let mut applied = false;

@@ -103,11 +103,7 @@ pub(super) fn sharpness(src: &[u8], channels: usize, h: usize, w: usize, factor:
         let out = &mut dst[c * h * w..(c + 1) * h * w];
         out.copy_from_slice(plane);
         for y in 1..h.saturating_sub(1) {
-            let (above, cur, below) = (
-                &plane[(y - 1) * w..y * w],
-                &plane[y * w..(y + 1) * w],
-                &plane[(y + 1) * w..(y + 2) * w],
-            );
+            let (above, cur, below) = (&plane[(y - 1) * w..y * w], &plane[y * w..(y + 1) * w], &plane[(y + 1) * w..(y + 2) * w]);
             for x in 1..w.saturating_sub(1) {
                 let mut ss = 0.5f32;
                 ss += row(below, x, K);
@@ -302,10 +298,7 @@ fn round15(x: f64) -> f64 {
     let mut cur = std::io::Cursor::new(&mut buf[..]);
     write!(cur, "{x:.15}").expect("a value in [-1, 1] fits");
     let n = cur.position() as usize;
-    std::str::from_utf8(&buf[..n])
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(x)
+    std::str::from_utf8(&buf[..n]).ok().and_then(|s| s.parse().ok()).unwrap_or(x)
 }
 
 /// torchvision's Rotate: PIL's `Image.rotate(angle)` counter-clockwise about the

@@ -7,10 +7,7 @@ use super::*;
 use safetensors::SafeTensors;
 use serde_json::Value;
 
-const FIXTURE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/fixtures/augment/augment.safetensors"
-);
+const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/augment/augment.safetensors");
 
 struct Fixture {
     bytes: Vec<u8>,
@@ -21,16 +18,8 @@ impl Fixture {
     fn load() -> Fixture {
         let bytes = std::fs::read(FIXTURE).unwrap_or_else(|e| panic!("{FIXTURE}: {e}"));
         let (_, meta) = SafeTensors::read_metadata(&bytes).expect("safetensors header");
-        let json = meta
-            .metadata()
-            .as_ref()
-            .and_then(|m| m.get("index"))
-            .expect("index metadata")
-            .clone();
-        Fixture {
-            bytes,
-            index: serde_json::from_str(&json).expect("index JSON"),
-        }
+        let json = meta.metadata().as_ref().and_then(|m| m.get("index")).expect("index metadata").clone();
+        Fixture { bytes, index: serde_json::from_str(&json).expect("index JSON") }
     }
 
     /// A tensor's shape and bytes.
@@ -57,9 +46,7 @@ impl Fixture {
 /// (pixels that differ, largest difference).
 fn diff(a: &[u8], b: &[u8]) -> (usize, u8) {
     assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .fold((0, 0), |(n, m), (&x, &y)| (n + (x != y) as usize, m.max(x.abs_diff(y))))
+    a.iter().zip(b).fold((0, 0), |(n, m), (&x, &y)| (n + (x != y) as usize, m.max(x.abs_diff(y))))
 }
 
 /// Allowed (largest |difference|, fraction of differing samples) per op against
@@ -89,21 +76,12 @@ fn every_op_matches_torchvision_on_pil_images() {
         let (n, max) = diff(&out, &expected);
         let (tol_max, tol_frac) = tolerance(op);
         if max > tol_max || n as f64 > tol_frac * out.len() as f64 {
-            failures.push(format!(
-                "{key} {op} {magnitude} ({}): {n} of {} differ, max {max}",
-                case["source"],
-                out.len()
-            ));
+            failures.push(format!("{key} {op} {magnitude} ({}): {n} of {} differ, max {max}", case["source"], out.len()));
         }
         seen.insert(op);
     }
     assert_eq!(seen.len(), Op::ALL.len(), "the fixture covers every op");
-    assert!(
-        failures.is_empty(),
-        "{} cases off:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} cases off:\n{}", failures.len(), failures.join("\n"));
 }
 
 /// The fixture test would catch a flipped sign convention or swapped axes: the
@@ -126,10 +104,7 @@ fn fixture_catches_sign_and_axis_mutations() {
         }
         let expected = fx.item(&format!("output/{key}"), case["index"].as_u64().unwrap() as usize);
         apply(op, -magnitude, &img, c, h, w, &mut out);
-        assert_ne!(
-            out, expected,
-            "{key} {op} {magnitude}: the opposite sign gives the same pixels"
-        );
+        assert_ne!(out, expected, "{key} {op} {magnitude}: the opposite sign gives the same pixels");
         let swapped = match op {
             Op::ShearX => Op::ShearY,
             Op::ShearY => Op::ShearX,
@@ -201,11 +176,7 @@ fn magnitude_bins_match_torchvision() {
             for (i, v) in bins.iter().enumerate() {
                 let want = v.as_f64().unwrap() as f32;
                 let got = space.magnitude(op, i, bins.len(), h, w);
-                assert_eq!(
-                    got.to_bits(),
-                    want.to_bits(),
-                    "{key} {op} bin {i}: {got} vs torch {want}"
-                );
+                assert_eq!(got.to_bits(), want.to_bits(), "{key} {op} bin {i}: {got} vs torch {want}");
                 assert_eq!(space.magnitude_at(op, i as f64, bins.len(), h, w), got);
             }
         }
@@ -215,11 +186,9 @@ fn magnitude_bins_match_torchvision() {
 #[test]
 fn policy_tables_and_op_orders_match_torchvision() {
     let fx = Fixture::load();
-    for (name, policy) in [
-        ("cifar10", AutoAugmentPolicy::Cifar10),
-        ("imagenet", AutoAugmentPolicy::Imagenet),
-        ("svhn", AutoAugmentPolicy::Svhn),
-    ] {
+    for (name, policy) in
+        [("cifar10", AutoAugmentPolicy::Cifar10), ("imagenet", AutoAugmentPolicy::Imagenet), ("svhn", AutoAugmentPolicy::Svhn)]
+    {
         let want = fx.index["policies"][name].as_array().unwrap();
         let got = policy.subpolicies();
         assert_eq!(want.len(), got.len(), "{name}");
@@ -243,16 +212,8 @@ fn random_image(seed: u64, len: usize) -> Vec<u8> {
 
 fn all_policies() -> Vec<Policy> {
     let mut v: Vec<Policy> = Policy::NAMES.iter().map(|n| n.parse().unwrap()).collect();
-    v.push(Policy::RandAugment(RandAugment {
-        num_ops: 3,
-        magnitude: 12.0,
-        magnitude_std: 0.5,
-        num_magnitude_bins: 31,
-    }));
-    v.push(Policy::RandAugment(RandAugment {
-        magnitude_std: f64::INFINITY,
-        ..RandAugment::default()
-    }));
+    v.push(Policy::RandAugment(RandAugment { num_ops: 3, magnitude: 12.0, magnitude_std: 0.5, num_magnitude_bins: 31 }));
+    v.push(Policy::RandAugment(RandAugment { magnitude_std: f64::INFINITY, ..RandAugment::default() }));
     v
 }
 
@@ -279,11 +240,7 @@ fn draws_are_deterministic_for_a_seed() {
             outputs.insert(a.clone());
         }
         let expected = if policy == Policy::None { 1 } else { 10 };
-        assert!(
-            outputs.len() >= expected,
-            "{policy:?}: {} distinct outputs of 40 seeds",
-            outputs.len()
-        );
+        assert!(outputs.len() >= expected, "{policy:?}: {} distinct outputs of 40 seeds", outputs.len());
     }
 }
 
@@ -316,10 +273,7 @@ fn autoaugment_picks_subpolicies_uniformly_and_steps_with_their_probabilities() 
     for (sub, steps) in policy.subpolicies().iter().enumerate() {
         for (i, &(op, p, _)) in steps.iter().enumerate() {
             let rate = applied[sub][i] as f64 / counts[sub] as f64;
-            assert!(
-                (rate - p as f64).abs() < 0.02,
-                "sub-policy {sub} step {i} ({op}, p {p}): applied {rate}"
-            );
+            assert!((rate - p as f64).abs() < 0.02, "sub-policy {sub} step {i} ({op}, p {p}): applied {rate}");
         }
     }
     assert!((negated as f64 / n as f64 - 0.5).abs() < 0.005);
@@ -329,10 +283,7 @@ fn autoaugment_picks_subpolicies_uniformly_and_steps_with_their_probabilities() 
 fn randaugment_applies_num_ops_ops_from_the_whole_space() {
     let mut rng = Rng::new(3);
     for num_ops in [0, 1, 2, 3, 5] {
-        let ra = Policy::RandAugment(RandAugment {
-            num_ops,
-            ..RandAugment::default()
-        });
+        let ra = Policy::RandAugment(RandAugment { num_ops, ..RandAugment::default() });
         for _ in 0..200 {
             assert_eq!(ra.sample(32, 32, &mut rng).len(), num_ops);
         }
@@ -367,11 +318,7 @@ fn randaugment_magnitude_is_fixed_without_noise_and_spread_with_it() {
     }
     assert_eq!(signs.len(), 2);
     // Noise: rotation levels vary around 9 of 30 (9 degrees), clipped to [0, 30] degrees.
-    let noisy = RandAugment {
-        num_ops: 1,
-        magnitude_std: 3.0,
-        ..RandAugment::default()
-    };
+    let noisy = RandAugment { num_ops: 1, magnitude_std: 3.0, ..RandAugment::default() };
     let mut rotations = Vec::new();
     for _ in 0..20_000 {
         noisy.for_each_op(h, w, &mut rng, |op, m| {
@@ -383,16 +330,9 @@ fn randaugment_magnitude_is_fixed_without_noise_and_spread_with_it() {
     let mean = rotations.iter().sum::<f64>() / rotations.len() as f64;
     let sd = (rotations.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / rotations.len() as f64).sqrt();
     assert!(rotations.iter().all(|&r| (0.0..=30.0).contains(&r)));
-    assert!(
-        (mean - 9.0).abs() < 0.2 && (sd - 3.0).abs() < 0.2,
-        "mean {mean} sd {sd}"
-    );
+    assert!((mean - 9.0).abs() < 0.2 && (sd - 3.0).abs() < 0.2, "mean {mean} sd {sd}");
     // mstd = inf: uniform levels in [0, magnitude).
-    let uniform = RandAugment {
-        num_ops: 1,
-        magnitude_std: f64::INFINITY,
-        ..RandAugment::default()
-    };
+    let uniform = RandAugment { num_ops: 1, magnitude_std: f64::INFINITY, ..RandAugment::default() };
     let mut top: f32 = 0.0;
     for _ in 0..5000 {
         uniform.for_each_op(h, w, &mut rng, |op, m| {
@@ -431,10 +371,7 @@ fn trivialaugment_draws_ops_bins_and_signs_uniformly() {
     let rotations: usize = bins.iter().sum();
     // Bin 0 (0 degrees) has no sign to flip.
     let signed = rotations - bins[0];
-    assert!(
-        (negative as f64 / signed as f64 - 0.5).abs() < 0.03,
-        "{negative} of {signed}"
-    );
+    assert!((negative as f64 / signed as f64 - 0.5).abs() < 0.03, "{negative} of {signed}");
 }
 
 #[test]
@@ -456,67 +393,25 @@ fn names_parse_and_errors_list_the_accepted_names() {
     for op in Op::ALL {
         assert!(msg.contains(op.name()), "{msg} lacks {op}");
     }
-    let parse = |ra: RandAugment| {
-        Policy::parse(
-            "randaugment",
-            ra.num_ops,
-            ra.magnitude,
-            ra.magnitude_std,
-            ra.num_magnitude_bins,
-        )
-    };
+    let parse = |ra: RandAugment| Policy::parse("randaugment", ra.num_ops, ra.magnitude, ra.magnitude_std, ra.num_magnitude_bins);
     let bad = |ra: RandAugment| match parse(ra) {
         Err(AugmentError::Invalid(param, _)) => param,
         other => panic!("{other:?}"),
     };
     let ra = RandAugment::default();
+    assert_eq!(bad(RandAugment { magnitude: 31.0, ..ra.clone() }), "magnitude");
+    assert_eq!(bad(RandAugment { magnitude: f64::NAN, ..ra.clone() }), "magnitude");
+    assert_eq!(bad(RandAugment { num_magnitude_bins: 1, magnitude: 0.0, ..ra.clone() }), "num_magnitude_bins");
+    assert_eq!(bad(RandAugment { magnitude_std: -1.0, ..ra.clone() }), "magnitude_std");
     assert_eq!(
-        bad(RandAugment {
-            magnitude: 31.0,
-            ..ra.clone()
-        }),
-        "magnitude"
-    );
-    assert_eq!(
-        bad(RandAugment {
-            magnitude: f64::NAN,
-            ..ra.clone()
-        }),
-        "magnitude"
-    );
-    assert_eq!(
-        bad(RandAugment {
-            num_magnitude_bins: 1,
-            magnitude: 0.0,
-            ..ra.clone()
-        }),
-        "num_magnitude_bins"
-    );
-    assert_eq!(
-        bad(RandAugment {
-            magnitude_std: -1.0,
-            ..ra.clone()
-        }),
-        "magnitude_std"
-    );
-    assert_eq!(
-        parse(RandAugment {
-            magnitude: 30.0,
-            ..ra.clone()
-        }),
+        parse(RandAugment { magnitude: 30.0, ..ra.clone() }),
         Ok(Policy::RandAugment(RandAugment { magnitude: 30.0, ..ra }))
     );
     // The RandAugment parameters do not matter to the other policies.
-    assert_eq!(
-        Policy::parse("trivialaugment", 0, -1.0, -1.0, 0),
-        Ok(Policy::TrivialAugmentWide(TrivialAugmentWide::default()))
-    );
+    assert_eq!(Policy::parse("trivialaugment", 0, -1.0, -1.0, 0), Ok(Policy::TrivialAugmentWide(TrivialAugmentWide::default())));
     assert!(Policy::parse("none", 2, 9.0, 0.0, 31).unwrap().is_none());
     let message: String = Policy::parse("auto", 2, 9.0, 0.0, 31).unwrap_err().into();
-    assert!(
-        message.starts_with("unknown augmentation policy `auto`; accepted: none, autoaugment-cifar10"),
-        "{message}"
-    );
+    assert!(message.starts_with("unknown augmentation policy `auto`; accepted: none, autoaugment-cifar10"), "{message}");
 }
 
 #[test]
@@ -524,12 +419,7 @@ fn degenerate_inputs() {
     let mut out = Vec::new();
     // A constant image: equalize and autocontrast leave it, contrast keeps it.
     let flat = vec![77u8; 3 * 8 * 8];
-    for (op, m) in [
-        (Op::Equalize, 0.0),
-        (Op::AutoContrast, 0.0),
-        (Op::Contrast, 0.7),
-        (Op::Sharpness, 0.9),
-    ] {
+    for (op, m) in [(Op::Equalize, 0.0), (Op::AutoContrast, 0.0), (Op::Contrast, 0.7), (Op::Sharpness, 0.9)] {
         apply(op, m, &flat, 3, 8, 8, &mut out);
         assert_eq!(out, flat, "{op}");
     }
