@@ -23,7 +23,7 @@ pub mod manifest;
 mod plan;
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -36,8 +36,8 @@ use crate::util::fs::atomic_write;
 use crate::{Error, Result};
 
 pub use manifest::{Axis, Level, Manifest, PlannedRun};
-pub use plan::{plan, Plan, SweepSpec};
 use plan::run_overrides;
+pub use plan::{plan, Plan, SweepSpec};
 
 /// Where a run directory stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
