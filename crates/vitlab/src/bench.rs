@@ -173,7 +173,8 @@ pub fn time_fid_features(device: &Device, batch: usize, image_size: usize, warmu
 /// on random `batch`-image batches per domain, after `warmup` untimed ones. `config` is
 /// a `task = "cyclegan"` config (FID and sample grids are switched off here).
 pub fn time_cyclegan(config: &crate::config::ExperimentConfig, device: &Device, warmup: usize, steps: usize) -> Result<Vec<f64>> {
-    use crate::train::cyclegan::{CycleGan, UnpairedData};
+    use crate::data::pairs::UnpairedData;
+    use crate::train::cyclegan::CycleGan;
     use crate::train::{RunDir, StepContext, Task};
     let mut c = config.clone();
     c.cyclegan.fid_every = 0;

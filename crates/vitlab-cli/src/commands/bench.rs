@@ -142,7 +142,7 @@ fn model_config(args: &Args) -> vitlab::Result<ModelConfig> {
     let (block, size) = args
         .model
         .rsplit_once('-')
-        .ok_or_else(|| Error::config("--model", format!("{:?} is not BLOCK-SIZE, e.g. vit-tiny", args.model)))?;
+        .ok_or_else(|| Error::usage("--model", format!("{:?} is not BLOCK-SIZE, e.g. vit-tiny", args.model)))?;
     let block: BlockVariant = block.parse()?;
     let size: Size = size.parse()?;
     let c = ModelConfig::new(block, size).with_image(args.image_size, args.patch_size).with_classes(args.num_classes);
@@ -185,7 +185,7 @@ fn cyclegan_config(args: &Args) -> vitlab::Result<Option<vitlab::config::Experim
 }
 
 fn run_child(args: &Args, spec: &str) -> vitlab::Result<()> {
-    let (backend, mode) = spec.split_once(':').ok_or_else(|| Error::config("--child", "expected BACKEND:MODE"))?;
+    let (backend, mode) = spec.split_once(':').ok_or_else(|| Error::usage("--child", "expected BACKEND:MODE"))?;
     let backend: Backend = backend.parse()?;
     let device = backend.device()?;
     let base = bench::peak_rss_kib();
@@ -244,6 +244,8 @@ fn data_bench(args: &Args, path: &PathBuf) -> vitlab::Result<()> {
             workers: args.workers,
             seed: 0,
             label_smoothing: 0.0,
+            load_size: 0,
+            epoch_images: 0,
         },
     )?;
     let m = bench::loader_throughput(&loader, 5.0);
@@ -275,8 +277,8 @@ pub fn run(args: Args) -> vitlab::Result<()> {
         None if gan => vec!["train"],
         None if c.is_none() => vec!["infer"],
         None => vec!["train", "infer"],
-        Some(Mode::Train) if is_inception(&args) => return Err(Error::config("--only", "inception-fid is inference only")),
-        Some(Mode::Infer) if gan => return Err(Error::config("--only", "a CycleGAN bench times training iterations only")),
+        Some(Mode::Train) if is_inception(&args) => return Err(Error::usage("--only", "inception-fid is inference only")),
+        Some(Mode::Infer) if gan => return Err(Error::usage("--only", "a CycleGAN bench times training iterations only")),
         Some(Mode::Train) => vec!["train"],
         Some(Mode::Infer) => vec!["infer"],
     };

@@ -425,7 +425,7 @@ fn bench(
     open: &OpenArgs,
 ) -> vitlab::Result<()> {
     if batch == 0 {
-        return Err(vitlab::Error::config("batch", "must be positive"));
+        return Err(vitlab::Error::usage("--batch", "must be positive"));
     }
     let t = Instant::now();
     let ds = open_with(&path, &open.options())?;
@@ -441,6 +441,8 @@ fn bench(
         workers,
         seed: 0,
         label_smoothing: 0.0,
+        load_size: 0,
+        epoch_images: 0,
     };
     run_bench(ds, config, seconds)
 }
@@ -449,7 +451,7 @@ fn bench(
 fn bench_config(path: PathBuf, batch: usize, workers: usize, seconds: f64, config: &Path, open: &OpenArgs) -> vitlab::Result<()> {
     let c = vitlab::config::ExperimentConfig::load(Some(config), &[])?;
     if batch == 0 {
-        return Err(vitlab::Error::config("batch", "must be positive"));
+        return Err(vitlab::Error::usage("--batch", "must be positive"));
     }
     let ds = open_with(&path, &open.options())?;
     eprintln!("{}; [augment] of {}", ds.summary(), config.display());
@@ -463,6 +465,8 @@ fn bench_config(path: PathBuf, batch: usize, workers: usize, seconds: f64, confi
         workers,
         seed: c.seed,
         label_smoothing: c.loss.label_smoothing,
+        load_size: 0,
+        epoch_images: 0,
     };
     run_bench(ds, loader, seconds)
 }

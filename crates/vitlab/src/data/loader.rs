@@ -32,6 +32,14 @@ pub struct LoaderConfig {
     pub seed: u64,
     /// Folded into the soft targets of mixed batches (Mixup / CutMix).
     pub label_smoothing: f64,
+    /// Resize images to this size (square) before the random crop of
+    /// `image_size` (torchvision's `Resize(load_size)` + `RandomCrop(image_size)`;
+    /// CycleGAN's load size); 0: resize to `image_size`, crops only from padding.
+    pub load_size: usize,
+    /// Images per epoch when more than the sampler gives: its order is repeated
+    /// from the start as often as needed (the smaller domain of an unpaired run
+    /// visits as many images as the larger); 0: the sampler's length.
+    pub epoch_images: usize,
 }
 
 /// Batches over a subset (`indices`) of an [`ImageSet`].
@@ -47,6 +55,12 @@ impl Loader {
     pub fn new(set: Arc<ImageSet>, indices: Vec<usize>, config: LoaderConfig) -> Result<Self> {
         if config.batch_size == 0 {
             return Err(crate::Error::config("batch_size", "must be at least 1"));
+        }
+        if config.load_size != 0 && config.load_size < config.image_size {
+            return Err(crate::Error::config(
+                "load_size",
+                format!("{} is smaller than the crop of {} px", config.load_size, config.image_size),
+            ));
         }
         let plan = config.augment.plan(set.classes.len().max(1), config.label_smoothing)?;
         Ok(Loader { set, indices: Arc::new(indices), config, plan: Arc::new(plan) })
@@ -68,16 +82,22 @@ impl Loader {
         &self.set
     }
 
+    /// The images this loader draws from (indices into [`Loader::set`]).
+    pub fn indices(&self) -> &[usize] {
+        &self.indices
+    }
+
     /// Images per epoch: the index list's length, unless the sampler of a
     /// shuffled loader says otherwise (`repeats`: DeiT's selection; `passes`:
     /// that many times the list).
     pub fn epoch_len(&self) -> usize {
         let n = self.indices.len();
-        match (self.config.shuffle, &*self.plan) {
+        let sampled = match (self.config.shuffle, &*self.plan) {
             (true, p) if p.repeats > 1 => super::sampler::ra_num_selected(n, p.repeats, 1),
             (true, p) => n * p.passes,
             (false, _) => n,
-        }
+        };
+        sampled.max(self.config.epoch_images)
     }
 
     pub fn batches_per_epoch(&self) -> usize {
@@ -91,6 +111,17 @@ impl Loader {
 
     /// The order of the epoch's images (dataset indices).
     pub fn order(&self, epoch: u64) -> Vec<usize> {
+        let mut order = self.sampled_order(epoch);
+        let (n, len) = (order.len(), self.epoch_len());
+        if n > 0 && len > n {
+            let wrapped: Vec<usize> = (n..len).map(|i| order[i % n]).collect();
+            order.extend(wrapped);
+        }
+        order
+    }
+
+    /// The sampler's order of the epoch, before [`LoaderConfig::epoch_images`].
+    fn sampled_order(&self, epoch: u64) -> Vec<usize> {
         if !self.config.shuffle {
             return (*self.indices).clone();
         }
@@ -156,7 +187,7 @@ impl Job {
             let mut rng = Rng::keyed(&[c.seed, self.epoch, pos as u64, 0x4155_4755]);
             let out = &mut images[k * ch * s * s..(k + 1) * ch * s * s];
             let keep_bytes = self.plan.policy.is_some();
-            augment_into(&self.set, idx, s, &c.augment, keep_bytes, &mut rng, &luts, &mut scratch, out);
+            augment_into(&self.set, idx, (c.load_size, s), &c.augment, keep_bytes, &mut rng, &luts, &mut scratch, out);
             if let Some(policy) = &self.plan.policy {
                 // The crop and flips were written to `scratch.image`; the policy works on bytes.
                 policy.apply(&scratch.image, ch, s, s, &mut rng, &mut scratch.policy);
@@ -219,13 +250,14 @@ impl Luts {
 /// Resizes (if needed), crops, flips and normalises one image into `out`; with a
 /// policy to follow (`keep_bytes`) the cropped and flipped bytes also go to
 /// `scratch.image` for it. The draws from `rng` are, in order: crop offset y,
-/// crop offset x (when padding > 0), horizontal flip, vertical flip (when their
+/// crop offset x (when the crop has room: padding, or a load size above the
+/// output size), horizontal flip, vertical flip (when their
 /// probability > 0); the policy's and random erasing's come after.
 #[allow(clippy::too_many_arguments)]
 fn augment_into(
     set: &ImageSet,
     idx: usize,
-    size: usize,
+    (load, size): (usize, usize),
     aug: &Augment,
     keep_bytes: bool,
     rng: &mut Rng,
@@ -234,42 +266,45 @@ fn augment_into(
     out: &mut [f32],
 ) {
     let ch = set.channels;
-    let src: &[u8] = if set.height == size && set.width == size {
+    let load = if load == 0 { size } else { load };
+    let src: &[u8] = if set.height == load && set.width == load {
         set.image(idx)
     } else {
-        super::decode::resize_planes(set.image(idx), ch, set.height, set.width, size, size, &mut scratch.resized);
+        super::decode::resize_planes(set.image(idx), ch, set.height, set.width, load, load, &mut scratch.resized);
         &scratch.resized
     };
     if keep_bytes {
         scratch.image.clear();
         scratch.image.resize(ch * size * size, 0);
     }
+    // The crop's offset in the padded source: [-pad, load - size + pad] per axis.
     let pad = aug.crop_padding;
-    let (dy, dx) = if pad > 0 {
-        (rng.below(2 * pad + 1) as isize - pad as isize, rng.below(2 * pad + 1) as isize - pad as isize)
+    let slack = load - size + 2 * pad;
+    let (dy, dx) = if slack > 0 {
+        (rng.below(slack + 1) as isize - pad as isize, rng.below(slack + 1) as isize - pad as isize)
     } else {
         (0, 0)
     };
     let hflip = aug.hflip > 0.0 && rng.uniform() < aug.hflip;
     let vflip = aug.vflip > 0.0 && rng.uniform() < aug.vflip;
-    let n = size as isize;
+    let (n, ln) = (size as isize, load as isize);
     // Output columns [x0, x1) read source columns x + dx; the rest is padding.
     let x0 = (-dx).clamp(0, n) as usize;
-    let x1 = (n - dx).clamp(0, n) as usize;
+    let x1 = (ln - dx).clamp(0, n) as usize;
     for c in 0..ch {
         let lut = &luts.0[c];
         let zero = lut[0];
-        let plane = &src[c * size * size..(c + 1) * size * size];
+        let plane = &src[c * load * load..(c + 1) * load * load];
         let o = &mut out[c * size * size..(c + 1) * size * size];
         for y in 0..size {
             let ty = if vflip { size - 1 - y } else { y };
             let row = &mut o[ty * size..(ty + 1) * size];
             let sy = y as isize + dy;
-            if sy < 0 || sy >= n || x0 >= x1 {
+            if sy < 0 || sy >= ln || x0 >= x1 {
                 row.fill(zero);
                 continue;
             }
-            let srow = &plane[sy as usize * size..(sy as usize + 1) * size];
+            let srow = &plane[sy as usize * load..(sy as usize + 1) * load];
             let sx0 = (x0 as isize + dx) as usize;
             let from = &srow[sx0..sx0 + (x1 - x0)];
             if hflip {

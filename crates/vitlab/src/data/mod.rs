@@ -30,6 +30,7 @@ pub mod grid;
 pub mod loader;
 pub mod make_unpaired;
 pub mod mix;
+pub mod pairs;
 pub mod sampler;
 pub mod tiny_imagenet;
 pub mod unpaired;
@@ -91,13 +92,7 @@ impl ImageSet {
     /// A deterministic synthetic dataset for tests and demos: each class is a
     /// distinct colour/stripe pattern plus noise, so a model can learn it.
     pub fn synthetic(n: usize, classes: usize, size: usize, seed: u64) -> ImageSet {
-        let mut rng = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
-        let mut next = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut rng = crate::util::Rng::keyed(&[seed, 0x53_594E]);
         let mut pixels = Vec::with_capacity(n * 3 * size * size);
         let mut labels = Vec::with_capacity(n);
         for i in 0..n {
@@ -108,7 +103,7 @@ impl ImageSet {
                     for x in 0..size {
                         let stripe = ((x + y * (label as usize % 3)) / (1 + label as usize % 4)) % 2;
                         let base = 40 + 50 * ((label as usize + c) % 4) + 60 * stripe;
-                        let noise = (next() % 41) as usize;
+                        let noise = rng.below(41);
                         pixels.push((base + noise).min(255) as u8);
                     }
                 }

@@ -158,6 +158,8 @@ impl Classifier {
                 workers: config.data.workers,
                 seed: config.seed,
                 label_smoothing: config.loss.label_smoothing,
+                load_size: 0,
+                epoch_images: 0,
             },
         )?;
         Ok(Classifier {

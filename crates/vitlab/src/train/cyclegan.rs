@@ -16,12 +16,12 @@
 //!
 //! Training images are resized to `cyclegan.load_size`, randomly cropped to
 //! `model.image_size` and flipped; each epoch visits max(|A|, |B|) images of each
-//! domain in seeded orders. FID_A (real test A vs G_B(test B)) and FID_B are
+//! domain in seeded orders ([`crate::data::pairs`], on the loader's worker
+//! threads). FID_A (real test A vs G_B(test B)) and FID_B are
 //! measured every `cyclegan.fid_every` epochs when the FID weights are found.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use burn::module::Module;
 use burn::tensor::{Device, Tensor, TensorData};
@@ -34,8 +34,8 @@ use super::{
 };
 use crate::config::ExperimentConfig;
 use crate::data::decode::Img;
-use crate::data::loader::{resize_bilinear, Rng};
-use crate::data::{DataFormat, Dataset, ImageSet};
+use crate::data::loader::Rng;
+use crate::data::pairs::{DomainImages, PairBatch, PairConfig, UnpairedData};
 use crate::metrics::features::{Extractor, Resize};
 use crate::metrics::fid::{frechet_distance, FeatureStats};
 use crate::models::inception::Tap;
@@ -43,6 +43,8 @@ use crate::models::weights::{apply, collect};
 use crate::models::{seeded, Discriminator, DiscriminatorConfig, VitUnet, VitUnetConfig};
 use crate::tensor_file::{group, tensor_to_vec, HostTensor, TensorMap};
 use crate::{Error, Result};
+
+pub use super::translate::{load_generator, translate_files, Direction};
 
 /// The step columns of steps.csv (and their epoch means in metrics.csv).
 pub const STEP_COLUMNS: [&str; 12] = [
@@ -84,173 +86,6 @@ pub fn generator_config(config: &ExperimentConfig) -> Result<VitUnetConfig> {
     Ok(c)
 }
 
-/// One domain's images, uint8 CHW, all `side` x `side`.
-struct Domain {
-    pixels: Vec<u8>,
-    len: usize,
-    side: usize,
-}
-
-impl Domain {
-    fn from_set(set: &ImageSet, indices: &[usize], side: usize) -> Domain {
-        let mut pixels = Vec::with_capacity(indices.len() * 3 * side * side);
-        let mut buf = Vec::new();
-        for &i in indices {
-            if set.height == side && set.width == side {
-                pixels.extend_from_slice(set.image(i));
-            } else {
-                resize_bilinear(set.image(i), set.channels, set.height, set.width, side, &mut buf);
-                pixels.extend_from_slice(&buf);
-            }
-        }
-        Domain { pixels, len: indices.len(), side }
-    }
-
-    fn image(&self, i: usize) -> &[u8] {
-        let n = 3 * self.side * self.side;
-        &self.pixels[i * n..(i + 1) * n]
-    }
-
-    /// Images `[first, first + n)` as `[n, 3, side, side]` floats in [-1, 1].
-    fn batch(&self, indices: &[usize]) -> Vec<f32> {
-        indices.iter().flat_map(|&i| self.image(i).iter().map(|&p| p as f32 / 127.5 - 1.0)).collect()
-    }
-}
-
-/// The unpaired dataset of a run, prepared for training.
-pub struct UnpairedData {
-    /// At the load size.
-    train_a: Arc<Domain>,
-    train_b: Arc<Domain>,
-    /// At the model size.
-    test_a: Option<Domain>,
-    test_b: Option<Domain>,
-    pub description: String,
-}
-
-impl UnpairedData {
-    pub fn load(config: &ExperimentConfig) -> Result<UnpairedData> {
-        let path = &config.data.path;
-        let ds = crate::data::open(path)?;
-        if ds.format != DataFormat::Unpaired {
-            return Err(Error::config(
-                "data.path",
-                format!(
-                    "{path} is a {:?} dataset; a CycleGAN run needs an unpaired folder with trainA/ trainB/ testA/ testB/ \
-                     (make one from two classes with `vitlab data unpaired`)",
-                    ds.format
-                ),
-            ));
-        }
-        let size = config.model.image_size;
-        let load = if config.cyclegan.load_size == 0 { size } else { config.cyclegan.load_size };
-        let domain = |set: &ImageSet, d: u32, side| Domain::from_set(set, &Dataset::domain_indices(set, d), side);
-        // data.limit: a seeded subset of that many training images per domain.
-        let train_domain = |d: u32| {
-            let mut idx = Dataset::domain_indices(&ds.train, d);
-            if config.data.limit > 0 && config.data.limit < idx.len() {
-                Rng::keyed(&[config.seed, 0x4C494D, d as u64]).shuffle(&mut idx);
-                idx.truncate(config.data.limit);
-                idx.sort_unstable();
-            }
-            Domain::from_set(&ds.train, &idx, load)
-        };
-        let (train_a, train_b) = (train_domain(0), train_domain(1));
-        let (test_a, test_b) = match &ds.test {
-            Some(t) => (Some(domain(t, 0, size)), Some(domain(t, 1, size))),
-            None => (None, None),
-        };
-        let description = format!(
-            "{path}: {} + {} train images (A + B, {}x{} -> {load} px, crops of {size}), {} test",
-            train_a.len,
-            train_b.len,
-            ds.train.height,
-            ds.train.width,
-            test_a.as_ref().map_or("no".to_string(), |t| format!("{} + {}", t.len, test_b.as_ref().map_or(0, |b| b.len))),
-        );
-        Ok(UnpairedData { train_a: Arc::new(train_a), train_b: Arc::new(train_b), test_a, test_b, description })
-    }
-}
-
-impl UnpairedData {
-    /// `n` random images per domain of `side` px, no test split (benchmarks).
-    pub fn synthetic(n: usize, side: usize, seed: u64) -> UnpairedData {
-        let mut rng = Rng::new(seed);
-        let mut domain = || {
-            let pixels = (0..n * 3 * side * side).map(|_| rng.below(256) as u8).collect();
-            Arc::new(Domain { pixels, len: n, side })
-        };
-        let (train_a, train_b) = (domain(), domain());
-        UnpairedData {
-            train_a,
-            train_b,
-            test_a: None,
-            test_b: None,
-            description: format!("synthetic: {n} + {n} images of {side} px"),
-        }
-    }
-}
-
-/// A batch of real A and real B images, `[n, 3, S, S]` each.
-pub struct PairBatch {
-    a: Vec<f32>,
-    b: Vec<f32>,
-    n: usize,
-}
-
-/// The batches of one epoch (deterministic in seed and epoch).
-struct PairIter {
-    a: Arc<Domain>,
-    b: Arc<Domain>,
-    order_a: Vec<usize>,
-    order_b: Vec<usize>,
-    batch_size: usize,
-    next: usize,
-    end: usize,
-    crop: usize,
-    flip: bool,
-    seed: u64,
-    epoch: u64,
-}
-
-impl PairIter {
-    /// Image `pos` of domain `d`'s epoch order, cropped and flipped as its seed says.
-    fn augmented(&self, d: &Domain, order: &[usize], pos: usize, domain: u64) -> Vec<f32> {
-        let img = d.image(order[pos % order.len()]);
-        let (side, crop) = (d.side, self.crop);
-        let mut rng = Rng::keyed(&[self.seed, self.epoch, pos as u64, domain]);
-        let (y0, x0) = (rng.below(side - crop + 1), rng.below(side - crop + 1));
-        let flip = self.flip && rng.uniform() < 0.5;
-        let mut out = Vec::with_capacity(3 * crop * crop);
-        for c in 0..3 {
-            for y in 0..crop {
-                for x in 0..crop {
-                    let sx = if flip { crop - 1 - x } else { x };
-                    out.push(img[(c * side + y0 + y) * side + x0 + sx] as f32 / 127.5 - 1.0);
-                }
-            }
-        }
-        out
-    }
-}
-
-impl Iterator for PairIter {
-    type Item = PairBatch;
-    fn next(&mut self) -> Option<PairBatch> {
-        if self.next >= self.end {
-            return None;
-        }
-        let first = self.next * self.batch_size;
-        self.next += 1;
-        let (mut a, mut b) = (Vec::new(), Vec::new());
-        for pos in first..first + self.batch_size {
-            a.extend(self.augmented(&self.a, &self.order_a, pos, 0xA));
-            b.extend(self.augmented(&self.b, &self.order_b, pos, 0xB));
-        }
-        Some(PairBatch { a, b, n: self.batch_size })
-    }
-}
-
 /// FID of the generators' test translations.
 struct FidEval {
     extractor: Extractor,
@@ -262,7 +97,7 @@ struct FidEval {
 }
 
 /// Quantises generated images (`[-1, 1]`) to uint8 as a saved PNG would hold them.
-fn to_images(values: &[f32], n: usize, side: usize) -> Vec<Img> {
+pub(crate) fn to_images(values: &[f32], n: usize, side: usize) -> Vec<Img> {
     let per = 3 * side * side;
     (0..n)
         .map(|i| Img {
@@ -271,10 +106,6 @@ fn to_images(values: &[f32], n: usize, side: usize) -> Vec<Img> {
             chw: values[i * per..(i + 1) * per].iter().map(|&v| crate::data::grid::to_u8(v)).collect(),
         })
         .collect()
-}
-
-fn domain_images(d: &Domain, count: usize) -> Vec<Img> {
-    (0..count).map(|i| Img { h: d.side, w: d.side, chw: d.image(i).to_vec() }).collect()
 }
 
 /// The CycleGAN trainer.
@@ -307,13 +138,11 @@ impl CycleGan {
         let generator = generator_config(config)?;
         let discriminator = DiscriminatorConfig::new(config.cyclegan.discriminator);
         discriminator.check_image_size("model.image_size", config.model.image_size)?;
-        if data.train_a.len.max(data.train_b.len) < config.batch_size {
+        let (len_a, len_b) = data.train_len();
+        if len_a.max(len_b) < config.batch_size {
             return Err(Error::config(
                 "batch_size",
-                format!(
-                    "{} is larger than both domains ({} A, {} B images)",
-                    config.batch_size, data.train_a.len, data.train_b.len
-                ),
+                format!("{} is larger than both domains ({len_a} A, {len_b} B images)", config.batch_size),
             ));
         }
         let ad = device.clone().autodiff();
@@ -372,9 +201,8 @@ impl CycleGan {
         let resize = Resize::parse("cyclegan.fid_preprocess", &c.fid_preprocess).map_err(|e| e.to_string())?;
         let weights = (!c.fid_weights.is_empty()).then(|| Path::new(&c.fid_weights));
         let extractor = Extractor::load(weights, device.clone(), resize, 50).map_err(|e| e.to_string())?;
-        let stats = |d: &Domain, name: &str| {
-            FeatureStats::from_features(&extractor.features(&domain_images(d, count), tap), tap.dim(), name)
-                .map_err(|e| e.to_string())
+        let stats = |d: &DomainImages, name: &str| {
+            FeatureStats::from_features(&extractor.features(&d.images(count), tap), tap.dim(), name).map_err(|e| e.to_string())
         };
         let real_a = stats(ta, "real test A")?;
         let real_b = stats(tb, "real test B")?;
@@ -382,7 +210,7 @@ impl CycleGan {
     }
 
     /// `g` applied to `images` (`[n, 3, S, S]`, host) in inference batches.
-    fn translate(g: &VitUnet, images: &[f32], n: usize, side: usize, device: &Device) -> Vec<f32> {
+    pub(crate) fn translate(g: &VitUnet, images: &[f32], n: usize, side: usize, device: &Device) -> Vec<f32> {
         let per = 3 * side * side;
         let mut out = Vec::with_capacity(n * per);
         for start in (0..n).step_by(32) {
@@ -399,29 +227,10 @@ impl CycleGan {
     /// The sample sheet: columns A, G_A(A), G_B(G_A(A)), B, G_B(B), G_A(G_B(B)) on the
     /// first `cyclegan.samples` test images (train images when there is no test split).
     pub fn write_samples(&self, path: &Path) -> Result<()> {
-        let (a, b) = match (&self.data.test_a, &self.data.test_b) {
-            (Some(a), Some(b)) => (a, b),
-            _ => (&*self.data.train_a, &*self.data.train_b),
-        };
-        let n = self.config.cyclegan.samples.min(a.len).min(b.len).max(1);
+        let (n, ra, rb) = self.data.sample_images(self.config.cyclegan.samples.max(1));
         let side = self.config.model.image_size;
         let inner = self.device.clone().inner();
-        let take = |d: &Domain| -> Vec<f32> {
-            (0..n)
-                .flat_map(|i| {
-                    let mut buf = Vec::new();
-                    let img = d.image(i);
-                    if d.side == side {
-                        buf.extend_from_slice(img);
-                    } else {
-                        resize_bilinear(img, 3, d.side, d.side, side, &mut buf);
-                    }
-                    buf.into_iter().map(|p| p as f32 / 127.5 - 1.0).collect::<Vec<_>>()
-                })
-                .collect()
-        };
         let (g_a, g_b) = (self.g_a.valid(), self.g_b.valid());
-        let (ra, rb) = (take(a), take(b));
         let fb = Self::translate(&g_a, &ra, n, side, &inner);
         let rec_a = Self::translate(&g_b, &fb, n, side, &inner);
         let fa = Self::translate(&g_b, &rb, n, side, &inner);
@@ -477,39 +286,22 @@ impl Task for CycleGan {
     type Batch = PairBatch;
 
     fn batches_per_epoch(&self) -> usize {
-        self.data.train_a.len.max(self.data.train_b.len) / self.config.batch_size
+        self.data.batches_per_epoch()
     }
 
     fn train_batches(&self, epoch: usize, start: usize) -> Box<dyn Iterator<Item = PairBatch>> {
-        let order = |n: usize, d: u64| {
-            let mut o: Vec<usize> = (0..n).collect();
-            Rng::keyed(&[self.config.seed, epoch as u64, d]).shuffle(&mut o);
-            o
-        };
-        Box::new(PairIter {
-            a: self.data.train_a.clone(),
-            b: self.data.train_b.clone(),
-            order_a: order(self.data.train_a.len, 0xA),
-            order_b: order(self.data.train_b.len, 0xB),
-            batch_size: self.config.batch_size,
-            next: start,
-            end: self.batches_per_epoch(),
-            crop: self.config.model.image_size,
-            flip: self.config.cyclegan.flip,
-            seed: self.config.seed,
-            epoch: epoch as u64,
-        })
+        Box::new(self.data.epoch(epoch as u64, start))
     }
 
     fn batch_len(batch: &PairBatch) -> usize {
-        batch.n
+        batch.len()
     }
 
     fn step(&mut self, batch: PairBatch, ctx: &StepContext) -> Result<StepOutput> {
         let s = self.config.model.image_size;
-        let shape = [batch.n, 3, s, s];
-        let real_a = Tensor::<4>::from_data(TensorData::new(batch.a, shape), &self.device);
-        let real_b = Tensor::<4>::from_data(TensorData::new(batch.b, shape), &self.device);
+        let shape = [batch.len(), 3, s, s];
+        let real_a = Tensor::<4>::from_data(TensorData::new(batch.a.images, shape), &self.device);
+        let real_b = Tensor::<4>::from_data(TensorData::new(batch.b.images, shape), &self.device);
         let (lc, li) = (self.config.cyclegan.lambda_cycle, self.config.cyclegan.lambda_identity);
 
         // Generators.
@@ -577,9 +369,8 @@ impl Task for CycleGan {
         }
         let inner = self.device.clone().inner();
         let (n, side) = (fid.count, self.config.model.image_size);
-        let host = |d: &Domain| d.batch(&(0..n).collect::<Vec<_>>());
-        let fake_a = Self::translate(&self.g_b.valid(), &host(tb), n, side, &inner);
-        let fake_b = Self::translate(&self.g_a.valid(), &host(ta), n, side, &inner);
+        let fake_a = Self::translate(&self.g_b.valid(), &tb.floats(n), n, side, &inner);
+        let fake_b = Self::translate(&self.g_a.valid(), &ta.floats(n), n, side, &inner);
         let stats = |v: &[f32], name: &str| {
             FeatureStats::from_features(&fid.extractor.features(&to_images(v, n, side), fid.tap), fid.tap.dim(), name)
         };
@@ -692,7 +483,16 @@ pub fn train_prepared(
     progress: &mut dyn Observer,
 ) -> Result<Results> {
     let device = config.backend.device()?;
-    let data = UnpairedData::load(&config)?;
+    let pairs = PairConfig {
+        batch_size: config.batch_size,
+        image_size: config.model.image_size,
+        load_size: config.cyclegan.load_size,
+        flip: config.cyclegan.flip,
+        workers: config.data.workers,
+        seed: config.seed,
+        limit: config.data.limit,
+    };
+    let data = UnpairedData::load(&config.data.path, &pairs)?;
     progress.message(&format!("data: {}", data.description));
     let mut task = CycleGan::new(&config, data, &device, run)?;
     let (gp, dp) = (task.generator.param_count(), task.discriminator.param_count());
@@ -733,96 +533,4 @@ impl std::ops::Deref for Results {
     fn deref(&self) -> &Summary {
         &self.summary
     }
-}
-
-/// Which generator `vitlab translate` runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Direction {
-    /// `G_A`: domain A to domain B.
-    AToB,
-    /// `G_B`: domain B to domain A.
-    BToA,
-}
-
-impl Direction {
-    pub fn parse(s: &str) -> Result<Direction> {
-        match s {
-            "a2b" => Ok(Direction::AToB),
-            "b2a" => Ok(Direction::BToA),
-            _ => Err(Error::config("--direction", format!("{s:?}: expected a2b or b2a"))),
-        }
-    }
-}
-
-/// One generator of a CycleGAN run directory (its `best` checkpoint, else `latest`) or checkpoint file.
-pub fn load_generator(path: &Path, direction: Direction, device: &Device) -> Result<(VitUnet, VitUnetConfig, PathBuf)> {
-    let file = if path.is_dir() {
-        let run = RunDir::new(path);
-        [run.best(), run.latest()].into_iter().find(|p| p.exists()).ok_or_else(|| {
-            Error::data(path, "no checkpoints/best.safetensors or latest.safetensors: not a (started) run directory")
-        })?
-    } else {
-        path.to_path_buf()
-    };
-    let ck = Checkpoint::load(&file)?;
-    if ck.metadata.get("task").map(String::as_str) != Some("cyclegan") {
-        return Err(Error::weights(
-            &file,
-            "a classification checkpoint, not a CycleGAN run (translate needs a run of `task = \"cyclegan\"`)",
-        ));
-    }
-    let config: VitUnetConfig = ck
-        .metadata
-        .get("generator_config")
-        .and_then(|s| serde_json::from_str(s).ok())
-        .ok_or_else(|| Error::weights(&file, "checkpoint has no generator_config metadata"))?;
-    let prefix = match direction {
-        Direction::AToB => "g_a",
-        Direction::BToA => "g_b",
-    };
-    let g = apply(VitUnet::new(&config, device)?, &ck.group(prefix), &file)?;
-    Ok((g, config, file))
-}
-
-/// Translates image files (decoded, resized to the generator's size) and writes
-/// PNGs named like the inputs into `out` (resized to `size` when given). Returns
-/// the written paths. Two inputs with one file stem are an error.
-pub fn translate_files(
-    g: &VitUnet,
-    config: &VitUnetConfig,
-    files: &[PathBuf],
-    out: &Path,
-    size: Option<usize>,
-    device: &Device,
-) -> Result<Vec<PathBuf>> {
-    let mut targets: Vec<PathBuf> = Vec::with_capacity(files.len());
-    let mut seen: HashMap<PathBuf, &Path> = HashMap::new();
-    for f in files {
-        let stem = f.file_stem().ok_or_else(|| Error::data(f, "not a file name"))?;
-        let target = out.join(stem).with_extension("png");
-        if let Some(other) = seen.insert(target.clone(), f) {
-            return Err(Error::data(f, format!("would write {} as {} does too", target.display(), other.display())));
-        }
-        targets.push(target);
-    }
-    std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
-    let side = config.image_size;
-    for (chunk, dest) in files.chunks(16).zip(targets.chunks(16)) {
-        let set = crate::data::read_images(chunk, side, vec!["input".into()])?;
-        let x: Vec<f32> = set.pixels.iter().map(|&p| p as f32 / 127.5 - 1.0).collect();
-        let y = CycleGan::translate(g, &x, set.len(), side, device);
-        for (img, path) in to_images(&y, set.len(), side).into_iter().zip(dest) {
-            let (w, pixels) = match size {
-                Some(s) if s != side => {
-                    let mut buf = Vec::new();
-                    resize_bilinear(&img.chw, 3, side, side, s, &mut buf);
-                    (s, buf)
-                }
-                _ => (side, img.chw),
-            };
-            let png = crate::util::png::encode_png(&pixels, 3, w, w).map_err(|m| Error::data(path, m))?;
-            crate::util::fs::atomic_write(path, &png)?;
-        }
-    }
-    Ok(targets)
 }

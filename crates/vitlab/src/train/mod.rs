@@ -17,6 +17,7 @@ pub mod optim;
 pub mod predict;
 pub mod preview;
 pub mod progress;
+mod translate;
 
 use std::fs;
 use std::path::PathBuf;

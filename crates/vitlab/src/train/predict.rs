@@ -39,6 +39,8 @@ pub fn predict_logits(
             workers: config.data.workers,
             seed: config.seed,
             label_smoothing: 0.0,
+            load_size: 0,
+            epoch_images: 0,
         },
     )
     .expect("an unaugmented loader with a positive batch size always builds");

@@ -36,6 +36,8 @@ pub fn preview(set: Arc<ImageSet>, config: &ExperimentConfig, count: usize, epoc
             workers: 0,
             seed: config.seed,
             label_smoothing: config.loss.label_smoothing,
+            load_size: 0,
+            epoch_images: 0,
         },
     )?;
     let (mean, std) = config.data.normalize.mean_std();
@@ -77,9 +79,9 @@ pub fn preview(set: Arc<ImageSet>, config: &ExperimentConfig, count: usize, epoc
 /// `_apply_op` takes it: degrees, pixels, a factor minus 1, bits, a threshold)
 /// to the image file `input` and writes a PNG to `out`.
 pub fn augment_file(input: &Path, op: &str, magnitude: f32, out: &Path) -> Result<()> {
-    let op: Op = op.parse().map_err(|e: autoaugment::AugmentError| Error::config("--op", e.to_string()))?;
+    let op: Op = op.parse().map_err(|e: autoaugment::AugmentError| Error::usage("--op", e.to_string()))?;
     if !magnitude.is_finite() {
-        return Err(Error::config("--magnitude", "must be a finite number"));
+        return Err(Error::usage("--magnitude", "must be a finite number"));
     }
     let img = decode::decode_file(input)?;
     let mut result = Vec::new();
