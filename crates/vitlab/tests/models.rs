@@ -65,7 +65,7 @@ fn the_presets_choose_the_released_codes_model() {
     assert!(model.norm.is_none() && model.head_hidden.is_some() && model.head_bn.is_some());
     let c = ModelConfig::new(BlockVariant::Vit, Size::Tiny);
     let model = Vit::new(&c, &device()).unwrap();
-    assert!(model.norm.is_some() && model.head_hidden.is_none() && model.blocks[0].attn.qkv.as_ref().unwrap().bias.is_some());
+    assert!(model.norm.is_some() && model.head_hidden.is_none() && model.blocks[0].attn().qkv.as_ref().unwrap().bias.is_some());
 }
 
 #[test]

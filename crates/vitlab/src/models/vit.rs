@@ -73,43 +73,122 @@ impl BlockConfig {
     }
 }
 
-/// One transformer block; which optional parts exist depends on the variant:
-///
-/// - `vit`:         x = x + Attn(norm1(x)); x = x + MLP(norm2(x))
-/// - `vit22b`:      h = norm1(x); x = x + Attn(h) + MLP(h)
-/// - `vit22b-ln`:   h = norm1(x); x = x + Attn(h) + mlp_norm(MLP(h))
-/// - `vit22b-code`: x = x + out_norm(Attn(x) + MLP(x))
-/// - `vit22b-nonorm`: [qkv ; l] = in_proj(x);
-///   x = x + out_proj([Attn_heads(qkv) ; GELU(mlp_in(l))])
+/// `x + mask * f`: a sample whose stochastic-depth mask is 0 skips the branch,
+/// the others are scaled by 1 / keep probability (timm's DropPath, scale_by_keep).
+fn branch(drop: Option<&[Tensor<3>]>, i: usize, f: Tensor<3>) -> Tensor<3> {
+    match drop.and_then(|m| m.get(i)) {
+        Some(mask) => f * mask.clone(),
+        None => f,
+    }
+}
+
+/// The standard pre-norm block (`vit`):
+/// `x = x + Attn(norm1(x)); x = x + MLP(norm2(x))`.
 #[derive(Module, Debug)]
-pub struct Block {
-    pub norm1: Option<Norm>,
-    pub norm2: Option<Norm>,
-    /// Fused QKV + MLP-input projection `D -> 4D` (`vit22b-nonorm`).
-    pub in_proj: Option<Linear>,
+pub struct SerialBlock {
+    pub norm1: Norm,
     pub attn: Attention,
-    /// `fc2(GELU(fc1(x)))`; absent in `vit22b-nonorm`.
-    pub mlp: Option<Mlp>,
-    /// The MLP's hidden layer `D -> M` on the 4th slice of `in_proj` (`vit22b-nonorm`).
-    pub mlp_in: Option<Linear>,
+    pub norm2: Norm,
+    pub mlp: Mlp,
+}
+
+impl SerialBlock {
+    fn forward(&self, x: Tensor<3>, probe: bool, drop: Option<&[Tensor<3>]>) -> (Tensor<3>, Option<Tensor<1>>) {
+        let (a, max_logit) = self.attn.forward_probed(self.norm1.forward(x.clone()), probe);
+        let x = x + branch(drop, 0, a);
+        (x.clone() + branch(drop, 1, self.mlp.forward(self.norm2.forward(x))), max_logit)
+    }
+}
+
+/// ViT-22B's parallel block (`vit22b`; `vit22b-ln` adds `mlp_norm`):
+/// `h = norm1(x); x = x + Attn(h) + mlp_norm(MLP(h))`.
+#[derive(Module, Debug)]
+pub struct ParallelBlock {
+    pub norm1: Norm,
+    pub attn: Attention,
+    pub mlp: Mlp,
+    /// A LayerNorm on the MLP's output (`vit22b-ln` only).
     pub mlp_norm: Option<Norm>,
-    pub out_norm: Option<Norm>,
-    /// Fused output projection `D + M -> D` over [attention heads ; MLP hidden] (`vit22b-nonorm`).
-    pub out_proj: Option<Linear>,
-    #[module(skip)]
-    variant: BlockVariant,
+}
+
+impl ParallelBlock {
+    fn forward(&self, x: Tensor<3>, probe: bool, drop: Option<&[Tensor<3>]>) -> (Tensor<3>, Option<Tensor<1>>) {
+        let h = self.norm1.forward(x.clone());
+        let mut m = self.mlp.forward(h.clone());
+        if let Some(norm) = &self.mlp_norm {
+            m = norm.forward(m);
+        }
+        let (a, max_logit) = self.attn.forward_probed(h, probe);
+        (x + branch(drop, 0, a + m), max_logit)
+    }
+}
+
+/// The parallel block of the ViT-22B code (`vit22b-code`):
+/// `x = x + out_norm(Attn(x) + MLP(x))`.
+#[derive(Module, Debug)]
+pub struct CodeBlock {
+    pub attn: Attention,
+    pub mlp: Mlp,
+    pub out_norm: Norm,
+}
+
+impl CodeBlock {
+    fn forward(&self, x: Tensor<3>, probe: bool, drop: Option<&[Tensor<3>]>) -> (Tensor<3>, Option<Tensor<1>>) {
+        let (a, max_logit) = self.attn.forward_probed(x.clone(), probe);
+        let branches = a + self.mlp.forward(x.clone());
+        (x + branch(drop, 0, self.out_norm.forward(branches)), max_logit)
+    }
+}
+
+/// The parallel block without LayerNorms (`vit22b-nonorm`), with ViT-22B's fused
+/// projections: `[qkv ; l] = in_proj(x); x = x + out_proj([Attn_heads(qkv) ; GELU(mlp_in(l))])`.
+#[derive(Module, Debug)]
+pub struct NoNormBlock {
+    /// Fused QKV + MLP-input projection `D -> 4D`.
+    pub in_proj: Linear,
+    pub attn: Attention,
+    /// The MLP's hidden layer `D -> M` on the 4th slice of `in_proj`.
+    pub mlp_in: Linear,
+    /// Fused output projection `D + M -> D` over [attention heads ; MLP hidden].
+    pub out_proj: Linear,
+}
+
+impl NoNormBlock {
+    fn forward(&self, x: Tensor<3>, probe: bool, drop: Option<&[Tensor<3>]>) -> (Tensor<3>, Option<Tensor<1>>) {
+        let [_, _, d] = x.dims();
+        let qkvl = self.in_proj.forward_tokens(x.clone());
+        let qkv = qkvl.clone().narrow(2, 0, 3 * d);
+        let l = qkvl.narrow(2, 3 * d, d);
+        let (a, max_logit) = self.attn.attend_projected(qkv, probe);
+        let hidden = gelu(self.mlp_in.forward_tokens(l));
+        let out = self.out_proj.forward_tokens(Tensor::cat(vec![a, hidden], 2));
+        (x + branch(drop, 0, out), max_logit)
+    }
+}
+
+/// One transformer block, of the kind its [`BlockVariant`] names (timm's one
+/// class per block kind). The enum level is not part of the parameter keys
+/// (`blocks.0.norm1.weight` whatever the kind; see [`crate::util::ParamPath`]).
+#[derive(Module, Debug)]
+pub enum Block {
+    Serial(SerialBlock),
+    Parallel(ParallelBlock),
+    Code(CodeBlock),
+    NoNorm(NoNormBlock),
 }
 
 impl Block {
+    /// Builds the block; parameters are drawn in the same order for every kind
+    /// (attention first, then the block's own projections), so a seeded model
+    /// is the same as before the kinds became types.
     pub fn new(c: &BlockConfig, device: &Device) -> Self {
         use BlockVariant::*;
-        let norm = |affine| Some(Norm::new(c.dim, affine, c.norm_center, c.norm_eps, device));
+        let norm = |affine| Norm::new(c.dim, affine, c.norm_center, c.norm_eps, device);
         let qk_norm = match c.variant {
             Vit => None,
             Vit22b | Vit22bLn => Some((Affine::Scale, c.norm_center)),
             Vit22bCode | Vit22bNoNorm => Some((Affine::None, true)),
         };
-        let fused = c.variant == Vit22bNoNorm;
         let attn = Attention::new(
             AttentionOptions {
                 dim: c.dim,
@@ -119,21 +198,26 @@ impl Block {
                 scale: c.scale(),
                 norm_eps: c.norm_eps,
                 init: c.init,
-                projections: !fused,
+                projections: c.variant != Vit22bNoNorm,
             },
             device,
         );
-        Block {
-            norm1: matches!(c.variant, Vit | Vit22b | Vit22bLn).then(|| norm(c.affine())).flatten(),
-            norm2: (c.variant == Vit).then(|| norm(c.affine())).flatten(),
-            in_proj: fused.then(|| linear(c.init, c.dim, 4 * c.dim, c.qkv_bias, device)),
-            attn,
-            mlp: (!fused).then(|| Mlp::new(c.init, c.dim, c.mlp_dim, device)),
-            mlp_in: fused.then(|| linear(c.init, c.dim, c.mlp_dim, true, device)),
-            mlp_norm: (c.variant == Vit22bLn).then(|| norm(c.affine())).flatten(),
-            out_norm: (c.variant == Vit22bCode).then(|| norm(Affine::None)).flatten(),
-            out_proj: fused.then(|| linear(c.init, c.dim + c.mlp_dim, c.dim, true, device)),
-            variant: c.variant,
+        let mlp = || Mlp::new(c.init, c.dim, c.mlp_dim, device);
+        match c.variant {
+            Vit => Block::Serial(SerialBlock { norm1: norm(c.affine()), norm2: norm(c.affine()), attn, mlp: mlp() }),
+            Vit22b | Vit22bLn => Block::Parallel(ParallelBlock {
+                norm1: norm(c.affine()),
+                attn,
+                mlp: mlp(),
+                mlp_norm: (c.variant == Vit22bLn).then(|| norm(c.affine())),
+            }),
+            Vit22bCode => Block::Code(CodeBlock { attn, mlp: mlp(), out_norm: norm(Affine::None) }),
+            Vit22bNoNorm => {
+                let in_proj = linear(c.init, c.dim, 4 * c.dim, c.qkv_bias, device);
+                let mlp_in = linear(c.init, c.dim, c.mlp_dim, true, device);
+                let out_proj = linear(c.init, c.dim + c.mlp_dim, c.dim, true, device);
+                Block::NoNorm(NoNormBlock { in_proj, attn, mlp_in, out_proj })
+            }
         }
     }
 
@@ -146,49 +230,21 @@ impl Block {
     /// residual branch of the standard block, one for the summed branches of the
     /// parallel ViT-22B blocks.
     pub fn forward_probed(&self, x: Tensor<3>, probe: bool, drop: Option<&[Tensor<3>]>) -> (Tensor<3>, Option<Tensor<1>>) {
-        // x + mask * f(x): a sample whose mask is 0 skips the branch, the others
-        // are scaled by 1 / keep probability (timm's DropPath, scale_by_keep).
-        let branch = |i: usize, f: Tensor<3>| match drop.and_then(|m| m.get(i)) {
-            Some(mask) => f * mask.clone(),
-            None => f,
-        };
-        fn apply(norm: &Option<Norm>, x: Tensor<3>) -> Tensor<3> {
-            match norm {
-                Some(n) => n.forward(x),
-                None => x,
-            }
+        match self {
+            Block::Serial(b) => b.forward(x, probe, drop),
+            Block::Parallel(b) => b.forward(x, probe, drop),
+            Block::Code(b) => b.forward(x, probe, drop),
+            Block::NoNorm(b) => b.forward(x, probe, drop),
         }
-        fn part(p: &Option<Linear>) -> &Linear {
-            p.as_ref().expect("built for this variant")
-        }
-        let mlp = || self.mlp.as_ref().expect("built for this variant");
-        match self.variant {
-            BlockVariant::Vit => {
-                let (a, max_logit) = self.attn.forward_probed(apply(&self.norm1, x.clone()), probe);
-                let x = x + branch(0, a);
-                (x.clone() + branch(1, mlp().forward(apply(&self.norm2, x))), max_logit)
-            }
-            BlockVariant::Vit22b | BlockVariant::Vit22bLn => {
-                let h = apply(&self.norm1, x.clone());
-                let m = apply(&self.mlp_norm, mlp().forward(h.clone()));
-                let (a, max_logit) = self.attn.forward_probed(h, probe);
-                (x + branch(0, a + m), max_logit)
-            }
-            BlockVariant::Vit22bCode => {
-                let (a, max_logit) = self.attn.forward_probed(x.clone(), probe);
-                let branches = a + mlp().forward(x.clone());
-                (x + branch(0, apply(&self.out_norm, branches)), max_logit)
-            }
-            BlockVariant::Vit22bNoNorm => {
-                let [_, _, d] = x.dims();
-                let qkvl = part(&self.in_proj).forward_tokens(x.clone());
-                let qkv = qkvl.clone().narrow(2, 0, 3 * d);
-                let l = qkvl.narrow(2, 3 * d, d);
-                let (a, max_logit) = self.attn.attend_projected(qkv, probe);
-                let hidden = gelu(part(&self.mlp_in).forward_tokens(l));
-                let out = part(&self.out_proj).forward_tokens(Tensor::cat(vec![a, hidden], 2));
-                (x + branch(0, out), max_logit)
-            }
+    }
+
+    /// The block's attention.
+    pub fn attn(&self) -> &Attention {
+        match self {
+            Block::Serial(b) => &b.attn,
+            Block::Parallel(b) => &b.attn,
+            Block::Code(b) => &b.attn,
+            Block::NoNorm(b) => &b.attn,
         }
     }
 

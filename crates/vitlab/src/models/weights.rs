@@ -14,6 +14,7 @@ use std::path::Path;
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::tensor::{Tensor, TensorData};
 
+use crate::util::ParamPath;
 use crate::{Error, Result};
 
 /// The tensor-file names that callers have long reached through this module
@@ -69,8 +70,8 @@ fn shape_str(shape: &[usize]) -> String {
 
 /// The native key of a parameter from its module path: burn's BatchNorm calls
 /// its scale and shift `gamma`/`beta`, PyTorch `weight`/`bias`.
-fn native_key(path: &[String]) -> String {
-    let mut key = path.join(".");
+fn native_key(path: &ParamPath) -> String {
+    let mut key = path.key();
     for (burn, torch) in [(".gamma", ".weight"), (".beta", ".bias")] {
         if key.ends_with(burn) {
             key.truncate(key.len() - burn.len());
@@ -91,16 +92,16 @@ fn to_torch_layout(shape: &[usize], data: Vec<f32>) -> HostTensor {
 }
 
 struct Collector {
-    path: Vec<String>,
+    path: ParamPath,
     out: TensorMap,
 }
 
 impl ModuleVisitor for Collector {
-    fn enter_module(&mut self, name: &str, _: &str) {
-        self.path.push(name.to_string());
+    fn enter_module(&mut self, name: &str, container: &str) {
+        self.path.enter(name, container);
     }
     fn exit_module(&mut self, _: &str, _: &str) {
-        self.path.pop();
+        self.path.exit();
     }
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
         let tensor = param.val();
@@ -112,24 +113,24 @@ impl ModuleVisitor for Collector {
 
 /// Every parameter and buffer of a module, under its native key, in PyTorch layout.
 pub fn collect<M: Module>(module: &M) -> TensorMap {
-    let mut c = Collector { path: Vec::new(), out: TensorMap::new() };
+    let mut c = Collector { path: Default::default(), out: TensorMap::new() };
     module.visit(&mut c);
     c.out
 }
 
 struct Applier<'a> {
-    path: Vec<String>,
+    path: ParamPath,
     source: &'a TensorMap,
     used: Vec<String>,
     errors: Vec<String>,
 }
 
 impl ModuleMapper for Applier<'_> {
-    fn enter_module(&mut self, name: &str, _: &str) {
-        self.path.push(name.to_string());
+    fn enter_module(&mut self, name: &str, container: &str) {
+        self.path.enter(name, container);
     }
     fn exit_module(&mut self, _: &str, _: &str) {
-        self.path.pop();
+        self.path.exit();
     }
     fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
         let key = native_key(&self.path);
@@ -166,7 +167,7 @@ impl ModuleMapper for Applier<'_> {
 /// with the right shape and every tensor must be used; the error lists each
 /// problem with the key and both shapes. `source` names the file in errors.
 pub fn apply<M: Module>(module: M, tensors: &TensorMap, source: &Path) -> Result<M> {
-    let mut a = Applier { path: Vec::new(), source: tensors, used: Vec::new(), errors: Vec::new() };
+    let mut a = Applier { path: Default::default(), source: tensors, used: Vec::new(), errors: Vec::new() };
     let module = module.map(&mut a);
     let used: std::collections::HashSet<&String> = a.used.iter().collect();
     for key in tensors.keys().filter(|k| !used.contains(k)) {
@@ -375,17 +376,17 @@ pub fn apply_deterministic<M: Module>(module: M) -> M {
 }
 
 struct GradCollector<'a> {
-    path: Vec<String>,
+    path: ParamPath,
     grads: &'a burn::tensor::Gradients,
     out: TensorMap,
 }
 
 impl ModuleVisitor for GradCollector<'_> {
-    fn enter_module(&mut self, name: &str, _: &str) {
-        self.path.push(name.to_string());
+    fn enter_module(&mut self, name: &str, container: &str) {
+        self.path.enter(name, container);
     }
     fn exit_module(&mut self, _: &str, _: &str) {
-        self.path.pop();
+        self.path.exit();
     }
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
         if let Some(g) = param.val().grad(self.grads) {
@@ -398,7 +399,7 @@ impl ModuleVisitor for GradCollector<'_> {
 
 /// The gradient of every parameter that has one, under its native key, in PyTorch layout.
 pub fn collect_grads<M: Module>(module: &M, grads: &burn::tensor::Gradients) -> TensorMap {
-    let mut c = GradCollector { path: Vec::new(), grads, out: TensorMap::new() };
+    let mut c = GradCollector { path: Default::default(), grads, out: TensorMap::new() };
     module.visit(&mut c);
     c.out
 }

@@ -16,41 +16,41 @@ use burn::tensor::Tensor;
 
 /// Collects every float parameter by its dotted path.
 struct Collect {
-    path: Vec<String>,
+    path: crate::util::ParamPath,
     out: HashMap<String, Tensor<1>>,
 }
 
 impl ModuleVisitor for Collect {
-    fn enter_module(&mut self, name: &str, _: &str) {
-        self.path.push(name.to_string());
+    fn enter_module(&mut self, name: &str, container: &str) {
+        self.path.enter(name, container);
     }
     fn exit_module(&mut self, _: &str, _: &str) {
-        self.path.pop();
+        self.path.exit();
     }
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
         let t = param.val();
         let n = t.shape().num_elements();
-        self.out.insert(self.path.join("."), t.reshape([n]));
+        self.out.insert(self.path.key(), t.reshape([n]));
     }
 }
 
 /// Moves each parameter of the average towards the live model's.
 struct Lerp<'a> {
-    path: Vec<String>,
+    path: crate::util::ParamPath,
     live: &'a HashMap<String, Tensor<1>>,
     decay: f64,
 }
 
 impl ModuleMapper for Lerp<'_> {
-    fn enter_module(&mut self, name: &str, _: &str) {
-        self.path.push(name.to_string());
+    fn enter_module(&mut self, name: &str, container: &str) {
+        self.path.enter(name, container);
     }
     fn exit_module(&mut self, _: &str, _: &str) {
-        self.path.pop();
+        self.path.exit();
     }
     fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
         let (id, tensor, mapper) = param.consume();
-        let Some(p) = self.live.get(&self.path.join(".")) else {
+        let Some(p) = self.live.get(&self.path.key()) else {
             return Param::from_mapped_value(id, tensor, mapper);
         };
         let p = p.clone().reshape(tensor.dims());
@@ -77,10 +77,10 @@ impl<M: Module> Ema<M> {
     /// pass `model.valid()` for an autodiff model).
     pub fn update(&mut self, live: &M) {
         self.updates += 1;
-        let mut c = Collect { path: Vec::new(), out: HashMap::new() };
+        let mut c = Collect { path: Default::default(), out: HashMap::new() };
         live.visit(&mut c);
         let decay = self.config.decay_at(self.updates);
-        let mut lerp = Lerp { path: Vec::new(), live: &c.out, decay };
+        let mut lerp = Lerp { path: Default::default(), live: &c.out, decay };
         self.model = self.model.clone().map(&mut lerp);
     }
 }

@@ -28,7 +28,7 @@ pub struct GradStats {
 }
 
 struct StatsVisitor<'a> {
-    path: Vec<String>,
+    path: crate::util::ParamPath,
     grads: &'a Gradients,
     sq: Vec<Tensor<1>>,
     max: Vec<Tensor<1>>,
@@ -36,11 +36,11 @@ struct StatsVisitor<'a> {
 }
 
 impl ModuleVisitor for StatsVisitor<'_> {
-    fn enter_module(&mut self, name: &str, _: &str) {
-        self.path.push(name.to_string());
+    fn enter_module(&mut self, name: &str, container: &str) {
+        self.path.enter(name, container);
     }
     fn exit_module(&mut self, _: &str, _: &str) {
-        self.path.pop();
+        self.path.exit();
     }
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
         if let Some(g) = param.val().grad(self.grads) {
@@ -48,17 +48,14 @@ impl ModuleVisitor for StatsVisitor<'_> {
             let flat = g.reshape([n]);
             self.sq.push(flat.clone().powi_scalar(2).sum());
             self.max.push(flat.abs().max());
-            let block = (self.path.first().map(String::as_str) == Some("blocks"))
-                .then(|| self.path.get(1).and_then(|i| i.parse().ok()))
-                .flatten();
-            self.block_of.push(block);
+            self.block_of.push(self.path.block());
         }
     }
 }
 
 /// Gradient norms and max |g| over all parameters, read back in one transfer.
 pub fn grad_stats<M: Module>(module: &M, grads: &Gradients) -> GradStats {
-    let mut v = StatsVisitor { path: Vec::new(), grads, sq: Vec::new(), max: Vec::new(), block_of: Vec::new() };
+    let mut v = StatsVisitor { path: Default::default(), grads, sq: Vec::new(), max: Vec::new(), block_of: Vec::new() };
     module.visit(&mut v);
     if v.sq.is_empty() {
         return GradStats { finite: true, ..Default::default() };
@@ -102,15 +99,15 @@ struct StepMapper<'a> {
     grads: &'a Gradients,
     lr: f64,
     grad_scale: f64,
-    path: Vec<String>,
+    path: crate::util::ParamPath,
 }
 
 impl ModuleMapper for StepMapper<'_> {
-    fn enter_module(&mut self, name: &str, _: &str) {
-        self.path.push(name.to_string());
+    fn enter_module(&mut self, name: &str, container: &str) {
+        self.path.enter(name, container);
     }
     fn exit_module(&mut self, _: &str, _: &str) {
-        self.path.pop();
+        self.path.exit();
     }
     fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
         let (id, tensor, mapper) = param.consume();
@@ -125,7 +122,7 @@ impl ModuleMapper for StepMapper<'_> {
         if self.grad_scale != 1.0 {
             g = g.mul_scalar(self.grad_scale);
         }
-        let key = self.path.join(".");
+        let key = self.path.key();
         let decay =
             !(self.opt.config.skip_decay_1d && (D == 1 || matches!(key.as_str(), "pos_embed" | "cls_token" | "map.probe")));
         let updated = self.opt.update(&key, p, g, self.lr, decay);
@@ -146,7 +143,7 @@ impl Optimizer {
     /// by `grad_scale` first (gradient clipping passes its factor here).
     pub fn step<M: Module>(&mut self, module: M, grads: &Gradients, lr: f64, grad_scale: f64) -> M {
         self.steps += 1;
-        let mut m = StepMapper { opt: self, grads, lr, grad_scale, path: Vec::new() };
+        let mut m = StepMapper { opt: self, grads, lr, grad_scale, path: Default::default() };
         module.map(&mut m)
     }
 

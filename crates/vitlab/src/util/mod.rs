@@ -1,9 +1,11 @@
 //! Helpers used everywhere, below every other module: the seeded generator
-//! ([`Rng`]), crash-safe file writes ([`fs::atomic_write`]) and PNG encoding
-//! ([`png`]).
+//! ([`Rng`]), crash-safe file writes ([`fs::atomic_write`]), PNG encoding
+//! ([`png`]) and the parameter path of module visitors ([`ParamPath`]).
 
 pub mod fs;
+pub mod param_path;
 pub mod png;
 pub mod rng;
 
+pub use param_path::ParamPath;
 pub use rng::Rng;
