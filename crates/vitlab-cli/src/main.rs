@@ -12,7 +12,8 @@ use clap::{Parser, Subcommand};
 const EXIT_CODES: &str = "Exit status:
   0  finished (a training run completed, stopped early or reached max_steps)
   1  error (a message on stderr says what)
-  2  usage error: an unknown flag, a missing argument or a value outside a flag's choices
+  2  usage error: an unknown flag, a missing argument, a value outside a flag's choices
+     or a flag's value the command cannot use (e.g. `train --out` a folder holding a run)
   3  vitlab train: the run stopped because it diverged (results.json records exit_cause \"exploded\")
 `sweep` and `stability` record diverged runs as results and go on: they exit 0 when every run
 ended (diverged or not), 1 when any run failed.";
@@ -75,7 +76,11 @@ fn main() -> ExitCode {
         Ok(status) => status,
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::FAILURE
+            match e {
+                // A flag's value that clap could not check: a usage error, as clap's own.
+                vitlab::Error::Usage { .. } => ExitCode::from(2),
+                _ => ExitCode::FAILURE,
+            }
         }
     }
 }

@@ -384,6 +384,16 @@ fn train_needs_out_or_resume_and_not_both() {
     let dir = tempfile::tempdir().unwrap();
     let out = vitlab(&["train", "--resume", dir.path().to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    // `--out` a folder that holds a run is a usage error too (exit 2), naming the flag
+    // and the command that continues it; the run is left alone.
+    let ck = dir.path().join("checkpoints");
+    std::fs::create_dir_all(&ck).unwrap();
+    std::fs::write(ck.join("latest.safetensors"), b"kept").unwrap();
+    let out = vitlab(&["train", "--set", "data.path=synthetic", "--out", dir.path().to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("error: --out:") && err.contains("--resume"), "{err}");
+    assert_eq!(std::fs::read(ck.join("latest.safetensors")).unwrap(), b"kept");
 }
 
 /// A run that diverges exits with 3 (a finished one with 0), and still records why.

@@ -34,6 +34,16 @@ pub enum Error {
     /// A backend was asked for that this binary was not built with, or failed to start.
     #[error("backend {name}: {message}")]
     Backend { name: String, message: String },
+
+    /// A command-line option's value cannot be used (`option` names the flag,
+    /// e.g. `--split`); the CLI exits with 2, as for clap's own usage errors.
+    #[error("{option}: {message}")]
+    Usage { option: String, message: String },
+
+    /// A command ran but did not do everything it was asked (e.g. some runs of a
+    /// sweep failed); `what` names the command or stage.
+    #[error("{what}: {message}")]
+    Run { what: String, message: String },
 }
 
 impl Error {
@@ -47,6 +57,14 @@ impl Error {
 
     pub fn data(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
         Error::Data { path: path.into(), message: message.into() }
+    }
+
+    pub fn usage(option: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Usage { option: option.into(), message: message.into() }
+    }
+
+    pub fn run(what: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Run { what: what.into(), message: message.into() }
     }
 
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {

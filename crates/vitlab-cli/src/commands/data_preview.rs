@@ -19,7 +19,7 @@ pub fn preview(
     open: &OpenOptions,
 ) -> vitlab::Result<()> {
     if count == 0 {
-        return Err(vitlab::Error::config("--count", "must be at least 1"));
+        return Err(vitlab::Error::usage("--count", "must be at least 1"));
     }
     let c = ExperimentConfig::load(Some(config), set)?;
     let path = path.unwrap_or_else(|| PathBuf::from(&c.data.path));

@@ -61,12 +61,12 @@ pub fn run(args: Args) -> vitlab::Result<()> {
         let ds = vitlab::data::open(&config.data.path)?;
         match args.split {
             Split::Train => ds.train,
-            Split::Test => ds.test.ok_or_else(|| Error::config("--split", format!("{} has no test split", config.data.path)))?,
+            Split::Test => ds.test.ok_or_else(|| Error::usage("--split", format!("{} has no test split", config.data.path)))?,
         }
     };
     let classes: Vec<String> = ck.metadata.get("classes").and_then(|c| serde_json::from_str(c).ok()).unwrap_or_default();
     if !classes.is_empty() && classes != set.classes {
-        return Err(Error::config(
+        return Err(Error::usage(
             "--data",
             format!("the dataset's classes {:?} differ from the checkpoint's {:?}", set.classes, classes),
         ));

@@ -124,10 +124,10 @@ pub fn run(args: Args) -> vitlab::Result<()> {
     let explicit_resize = args.preprocess.map(Resize::from);
     let explicit_tap = args.feature.map(Tap::from);
     if args.save_stats.is_some() && args.fake.is_some() {
-        return Err(Error::config("--save-stats", "takes one input (REAL) whose features it saves; drop FAKE"));
+        return Err(Error::usage("--save-stats", "takes one input (REAL) whose features it saves; drop FAKE"));
     }
     if args.save_stats.is_none() && args.fake.is_none() {
-        return Err(Error::config("FAKE", "missing: give two inputs to compare, or one with --save-stats FILE"));
+        return Err(Error::usage("FAKE", "missing: give two inputs to compare, or one with --save-stats FILE"));
     }
     let inputs: Vec<&Path> = std::iter::once(args.real.as_path()).chain(args.fake.as_deref()).collect();
     for p in &inputs {

@@ -121,7 +121,7 @@ fn list(s: &str) -> Vec<String> {
 pub fn run(args: Args) -> vitlab::Result<()> {
     let lrs = list(&args.lr);
     if lrs.is_empty() {
-        return Err(vitlab::Error::config("--lr", "give at least one learning rate"));
+        return Err(vitlab::Error::usage("--lr", "give at least one learning rate"));
     }
     // The paper's optimiser and batch (SPEC §2), a constant LR, no stabiliser
     // unless the axis adds one, and enough epochs that `max_steps` ends every run.

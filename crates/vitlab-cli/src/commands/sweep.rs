@@ -150,7 +150,7 @@ pub fn finish(summary: &Summary) -> vitlab::Result<()> {
         for r in summary.runs.iter().filter(|r| r.error.is_some()) {
             eprintln!("{}: {}", r.dir, r.error.as_deref().unwrap_or(""));
         }
-        return Err(Error::config(
+        return Err(Error::run(
             "sweep",
             format!(
                 "{failed} of {} runs failed (see error.txt in their folders); run the sweep again to retry them",

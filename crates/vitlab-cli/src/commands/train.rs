@@ -43,7 +43,7 @@ pub fn run(args: Args) -> vitlab::Result<ExitCode> {
             let config = ExperimentConfig::load(args.config.as_deref(), &args.overrides)?;
             let out = args.out.expect("clap requires --out without --resume");
             if out.join("checkpoints").join("latest.safetensors").exists() {
-                return Err(Error::config(
+                return Err(Error::usage(
                     "--out",
                     format!(
                         "{} already holds a run; continue it with `vitlab train --resume {}` or choose another --out",

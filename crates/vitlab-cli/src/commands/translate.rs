@@ -52,7 +52,7 @@ impl From<DirectionArg> for Direction {
 pub fn run(args: Args) -> vitlab::Result<()> {
     let direction = Direction::from(args.direction);
     if args.size == Some(0) {
-        return Err(Error::config("--size", "must be at least 1"));
+        return Err(Error::usage("--size", "must be at least 1"));
     }
     let mut files = Vec::new();
     for input in &args.inputs {

@@ -86,18 +86,18 @@ impl RandomErasing {
         RandomErasing { max_area: 0.4, fill: EraseFill::Value(mean.to_vec()), variant: EraseVariant::Lee, ..Self::timm(0.25) }
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> crate::Result<()> {
         if !(0.0..=1.0).contains(&self.probability) {
-            return Err("random erasing: probability must be in [0, 1]".into());
+            return Err(crate::Error::config("RandomErasing.probability", "must be in [0, 1]"));
         }
         if !(0.0 < self.min_area && self.min_area <= self.max_area && self.max_area <= 1.0) {
-            return Err("random erasing: need 0 < min_area <= max_area <= 1".into());
+            return Err(crate::Error::config("RandomErasing.min_area", "need 0 < min_area <= max_area <= 1"));
         }
         if !(0.0 < self.min_aspect && self.min_aspect <= self.max_aspect) {
-            return Err("random erasing: need 0 < min_aspect <= max_aspect".into());
+            return Err(crate::Error::config("RandomErasing.min_aspect", "need 0 < min_aspect <= max_aspect"));
         }
         if !(1 <= self.min_count && self.min_count <= self.max_count) {
-            return Err("random erasing: need 1 <= min_count <= max_count".into());
+            return Err(crate::Error::config("RandomErasing.min_count", "need 1 <= min_count <= max_count"));
         }
         Ok(())
     }

@@ -206,11 +206,11 @@ pub fn write_unpaired(ds: &Dataset, out: &Path, options: &UnpairedOptions) -> Re
 
 fn check_options(options: &UnpairedOptions) -> Result<()> {
     if options.a == options.b {
-        return Err(Error::config("--b", format!("is the same class as --a ({:?}): the two domains must differ", options.a)));
+        return Err(Error::usage("--b", format!("is the same class as --a ({:?}): the two domains must differ", options.a)));
     }
     if let Some(s) = options.size {
         if s == 0 || s > 4096 {
-            return Err(Error::config("--size", format!("{s} is not in 1..=4096")));
+            return Err(Error::usage("--size", format!("{s} is not in 1..=4096")));
         }
     }
     Ok(())

@@ -99,19 +99,45 @@ impl Value {
     }
 }
 
+/// Why a pickle, or the numpy array in one, cannot be read (the caller adds the file name).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum PickleError {
+    #[error("truncated pickle: needs {needed} bytes at offset {offset}, {left} left")]
+    Truncated { needed: usize, offset: usize, left: usize },
+    #[error("truncated pickle: unterminated text line")]
+    UnterminatedLine,
+    #[error("pickle: {what} is not UTF-8 at offset {offset}")]
+    NotUtf8 { what: &'static str, offset: usize },
+    #[error("truncated pickle: no STOP opcode")]
+    NoStop,
+    #[error("unsupported pickle protocol {0}")]
+    Protocol(u8),
+    #[error("unsupported pickle opcode 0x{op:02x} at offset {offset}")]
+    Opcode { op: u8, offset: usize },
+    /// A limit that keeps a hostile pickle cheap was reached.
+    #[error("pickle: {0}")]
+    Limit(&'static str),
+    /// Opcodes that do not fit together (e.g. APPEND to a dict).
+    #[error("pickle: {what} at offset {offset}")]
+    Malformed { what: String, offset: usize },
+    /// The pickle is fine but does not hold the numpy array expected.
+    #[error("{0}")]
+    NotAnArray(String),
+}
+
 /// Limits that keep a hostile pickle cheap.
 const MAX_STACK: usize = 1 << 20;
 const MAX_MEMO: usize = 1 << 20;
 const MAX_DEPTH: u32 = 64;
 
 /// Parses one pickle. Errors are plain messages (the caller adds the file name).
-pub fn parse(data: &[u8]) -> Result<Value, String> {
+pub fn parse(data: &[u8]) -> Result<Value, PickleError> {
     parse_prefix(data).map(|(v, _)| v)
 }
 
 /// Parses the pickle at the start of `data` and returns it with the number of
 /// bytes it took (PyTorch's legacy files are several pickles back to back).
-pub fn parse_prefix(data: &[u8]) -> Result<(Value, usize), String> {
+pub fn parse_prefix(data: &[u8]) -> Result<(Value, usize), PickleError> {
     let mut p = Parser {
         data,
         pos: 0,
@@ -154,56 +180,57 @@ fn container(items: &[Node]) -> (u32, u64) {
 }
 
 impl Parser<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8], String> {
+    fn take(&mut self, n: usize) -> Result<&[u8], PickleError> {
         if n > self.data.len() - self.pos {
-            return Err(format!("truncated pickle: needs {n} bytes at offset {}, {} left", self.pos, self.data.len() - self.pos));
+            return Err(PickleError::Truncated { needed: n, offset: self.pos, left: self.data.len() - self.pos });
         }
         let s = &self.data[self.pos..self.pos + n];
         self.pos += n;
         Ok(s)
     }
 
-    fn u8(&mut self) -> Result<u8, String> {
+    fn u8(&mut self) -> Result<u8, PickleError> {
         Ok(self.take(1)?[0])
     }
 
-    fn u16(&mut self) -> Result<u16, String> {
+    fn u16(&mut self) -> Result<u16, PickleError> {
         Ok(u16::from_le_bytes(self.take(2)?.try_into().unwrap()))
     }
 
-    fn u32(&mut self) -> Result<u32, String> {
+    fn u32(&mut self) -> Result<u32, PickleError> {
         Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap()))
     }
 
-    fn u64(&mut self) -> Result<u64, String> {
+    fn u64(&mut self) -> Result<u64, PickleError> {
         Ok(u64::from_le_bytes(self.take(8)?.try_into().unwrap()))
     }
 
-    fn len64(&mut self) -> Result<usize, String> {
-        usize::try_from(self.u64()?).map_err(|_| "pickle: length too large".to_string())
+    fn len64(&mut self) -> Result<usize, PickleError> {
+        usize::try_from(self.u64()?).map_err(|_| PickleError::Limit("length too large"))
     }
 
-    fn line(&mut self) -> Result<&str, String> {
+    fn line(&mut self) -> Result<&str, PickleError> {
         let rest = &self.data[self.pos..];
-        let end = rest.iter().position(|&b| b == b'\n').ok_or("truncated pickle: unterminated text line")?;
+        let end = rest.iter().position(|&b| b == b'\n').ok_or(PickleError::UnterminatedLine)?;
         self.pos += end + 1;
-        std::str::from_utf8(&rest[..end]).map_err(|_| "pickle text line is not UTF-8".to_string())
+        std::str::from_utf8(&rest[..end]).map_err(|_| PickleError::NotUtf8 { what: "text line", offset: self.pos - end - 1 })
     }
 
-    fn utf8(&mut self, n: usize) -> Result<Value, String> {
-        let s = std::str::from_utf8(self.take(n)?).map_err(|_| "pickle: string is not UTF-8")?;
+    fn utf8(&mut self, n: usize) -> Result<Value, PickleError> {
+        let offset = self.pos;
+        let s = std::str::from_utf8(self.take(n)?).map_err(|_| PickleError::NotUtf8 { what: "string", offset })?;
         Ok(Value::Str(s.into()))
     }
 
-    fn run(&mut self) -> Result<Value, String> {
+    fn run(&mut self) -> Result<Value, PickleError> {
         let mut stack: Vec<Item> = Vec::new();
         let mut memo: HashMap<u64, Node> = HashMap::new();
         macro_rules! pop {
             () => {
                 match stack.pop() {
                     Some(Item::V(n)) => n,
-                    Some(Item::Mark) => return Err(format!("pickle: unexpected mark at offset {}", self.pos)),
-                    None => return Err(format!("pickle: stack underflow at offset {}", self.pos)),
+                    Some(Item::Mark) => return Err(PickleError::Malformed { what: "unexpected mark".into(), offset: self.pos }),
+                    None => return Err(PickleError::Malformed { what: "stack underflow".into(), offset: self.pos }),
                 }
             };
         }
@@ -211,10 +238,10 @@ impl Parser<'_> {
             ($n:expr) => {{
                 let n: Node = $n;
                 if stack.len() >= MAX_STACK {
-                    return Err("pickle: stack too deep".into());
+                    return Err(PickleError::Limit("stack too deep"));
                 }
                 if n.depth > MAX_DEPTH {
-                    return Err("pickle: values nested too deeply".into());
+                    return Err(PickleError::Limit("values nested too deeply"));
                 }
                 stack.push(Item::V(n));
             }};
@@ -223,14 +250,16 @@ impl Parser<'_> {
             ($at:expr, $what:expr) => {
                 match stack.last_mut() {
                     Some(Item::V(n)) => n,
-                    _ => return Err(format!("pickle: {} without a value at offset {}", $what, $at)),
+                    _ => return Err(PickleError::Malformed { what: format!("{} without a value", $what), offset: $at }),
                 }
             };
         }
         // Pops back to the last mark, returning the values above it.
-        fn pop_mark(stack: &mut Vec<Item>, pos: usize) -> Result<Vec<Node>, String> {
-            let m =
-                stack.iter().rposition(|i| matches!(i, Item::Mark)).ok_or_else(|| format!("pickle: no mark at offset {pos}"))?;
+        fn pop_mark(stack: &mut Vec<Item>, pos: usize) -> Result<Vec<Node>, PickleError> {
+            let m = stack
+                .iter()
+                .rposition(|i| matches!(i, Item::Mark))
+                .ok_or(PickleError::Malformed { what: "no mark".into(), offset: pos })?;
             let items = stack.split_off(m + 1);
             stack.pop();
             Ok(items
@@ -251,12 +280,12 @@ impl Parser<'_> {
         }
         loop {
             let at = self.pos;
-            let op = self.u8().map_err(|_| "truncated pickle: no STOP opcode".to_string())?;
+            let op = self.u8().map_err(|_| PickleError::NoStop)?;
             match op {
                 0x80 => {
                     let proto = self.u8()?;
                     if proto > 5 {
-                        return Err(format!("unsupported pickle protocol {proto}"));
+                        return Err(PickleError::Protocol(proto));
                     }
                 }
                 0x95 => {
@@ -268,7 +297,7 @@ impl Parser<'_> {
                 }
                 b'(' => {
                     if stack.len() >= MAX_STACK {
-                        return Err("pickle: stack too deep".into());
+                        return Err(PickleError::Limit("stack too deep"));
                     }
                     stack.push(Item::Mark)
                 }
@@ -295,7 +324,7 @@ impl Parser<'_> {
                     let n = self.u8()? as usize;
                     let b = self.take(n)?;
                     if n > 8 {
-                        return Err(format!("pickle: integer of {n} bytes too large at offset {at}"));
+                        return Err(PickleError::Malformed { what: format!("integer of {n} bytes too large"), offset: at });
                     }
                     let mut v: i64 = 0;
                     for (i, &byte) in b.iter().enumerate() {
@@ -311,7 +340,9 @@ impl Parser<'_> {
                     let v = match line.as_str() {
                         "00" => Value::Bool(false),
                         "01" => Value::Bool(true),
-                        s => Value::Int(s.parse().map_err(|_| format!("pickle: bad INT {s:?} at offset {at}"))?),
+                        s => Value::Int(
+                            s.parse().map_err(|_| PickleError::Malformed { what: format!("bad INT {s:?}"), offset: at })?,
+                        ),
                     };
                     push!(leaf(v))
                 }
@@ -359,7 +390,7 @@ impl Parser<'_> {
                     let module = pop!();
                     match (module.v, name.v) {
                         (Value::Str(m), Value::Str(n)) => push!(leaf(Value::Global(m, n))),
-                        _ => return Err(format!("pickle: STACK_GLOBAL needs two strings at offset {at}")),
+                        _ => return Err(PickleError::Malformed { what: "STACK_GLOBAL needs two strings".into(), offset: at }),
                     }
                 }
                 b'q' | b'r' | 0x94 => {
@@ -369,7 +400,7 @@ impl Parser<'_> {
                         _ => memo.len() as u64,
                     };
                     if memo.len() >= MAX_MEMO {
-                        return Err("pickle: memo too large".into());
+                        return Err(PickleError::Limit("memo too large"));
                     }
                     // Containers are memoised as they are now: a later GET of a
                     // list that grew afterwards would see the old contents, which
@@ -380,7 +411,7 @@ impl Parser<'_> {
                 }
                 b'h' | b'j' => {
                     let i = if op == b'h' { self.u8()? as u64 } else { self.u32()? as u64 };
-                    let n = memo.get(&i).ok_or_else(|| format!("pickle: memo {i} unset at offset {at}"))?;
+                    let n = memo.get(&i).ok_or_else(|| PickleError::Malformed { what: format!("memo {i} unset"), offset: at })?;
                     let n = n.clone();
                     self.spend(n.nodes, at)?;
                     push!(n)
@@ -397,13 +428,13 @@ impl Parser<'_> {
                     let item = pop!();
                     let top = top_container!(at, "APPEND");
                     let Value::List(l) = &mut top.v else {
-                        return Err(format!("pickle: APPEND to a {} at offset {at}", top.v.kind()));
+                        return Err(PickleError::Malformed { what: format!("APPEND to a {}", top.v.kind()), offset: at });
                     };
                     top.depth = top.depth.max(item.depth + 1);
                     top.nodes += item.nodes;
                     l.push(item.v);
                     if top.depth > MAX_DEPTH {
-                        return Err("pickle: values nested too deeply".into());
+                        return Err(PickleError::Limit("values nested too deeply"));
                     }
                 }
                 b'e' | b'u' => {
@@ -415,10 +446,15 @@ impl Parser<'_> {
                     match (&mut top.v, op) {
                         (Value::List(l), b'e') => l.extend(items.into_iter().map(|n| n.v)),
                         (Value::Dict(d), b'u') if items.len() % 2 == 0 => d.extend(pairs(items)),
-                        (v, _) => return Err(format!("pickle: opcode '{}' on a {} at offset {at}", op as char, v.kind())),
+                        (v, _) => {
+                            return Err(PickleError::Malformed {
+                                what: format!("opcode '{}' on a {}", op as char, v.kind()),
+                                offset: at,
+                            })
+                        }
                     }
                     if top.depth > MAX_DEPTH {
-                        return Err("pickle: values nested too deeply".into());
+                        return Err(PickleError::Limit("values nested too deeply"));
                     }
                 }
                 b's' => {
@@ -426,13 +462,13 @@ impl Parser<'_> {
                     let k = pop!();
                     let top = top_container!(at, "SETITEM");
                     let Value::Dict(d) = &mut top.v else {
-                        return Err(format!("pickle: SETITEM on a {} at offset {at}", top.v.kind()));
+                        return Err(PickleError::Malformed { what: format!("SETITEM on a {}", top.v.kind()), offset: at });
                     };
                     top.depth = top.depth.max(1 + k.depth.max(v.depth));
                     top.nodes += k.nodes + v.nodes;
                     d.push((k.v, v.v));
                     if top.depth > MAX_DEPTH {
-                        return Err("pickle: values nested too deeply".into());
+                        return Err(PickleError::Limit("values nested too deeply"));
                     }
                 }
                 b't' | b'l' | b'd' => {
@@ -442,7 +478,7 @@ impl Parser<'_> {
                         b't' => Value::Tuple(items.into_iter().map(|n| n.v).collect()),
                         b'l' => Value::List(items.into_iter().map(|n| n.v).collect()),
                         _ if items.len() % 2 == 0 => Value::Dict(pairs(items)),
-                        _ => return Err(format!("pickle: DICT with an odd number of items at offset {at}")),
+                        _ => return Err(PickleError::Malformed { what: "DICT with an odd number of items".into(), offset: at }),
                     };
                     push!(Node { v, depth, nodes })
                 }
@@ -485,13 +521,13 @@ impl Parser<'_> {
                         continue;
                     }
                     let Value::Object { state, .. } = &mut top.v else {
-                        return Err(format!("pickle: BUILD on a {} at offset {at}", top.v.kind()));
+                        return Err(PickleError::Malformed { what: format!("BUILD on a {}", top.v.kind()), offset: at });
                     };
                     top.depth = top.depth.max(st.depth + 1);
                     top.nodes += st.nodes;
                     *state = Some(Box::new(st.v));
                     if top.depth > MAX_DEPTH {
-                        return Err("pickle: values nested too deeply".into());
+                        return Err(PickleError::Limit("values nested too deeply"));
                     }
                 }
                 b'Q' => {
@@ -499,14 +535,14 @@ impl Parser<'_> {
                     let id = pop!();
                     push!(Node { v: Value::Persistent(Box::new(id.v)), depth: id.depth + 1, nodes: id.nodes + 1 })
                 }
-                other => return Err(format!("unsupported pickle opcode 0x{other:02x} at offset {at}")),
+                other => return Err(PickleError::Opcode { op: other, offset: at }),
             }
         }
     }
 
-    fn spend(&mut self, nodes: u64, at: usize) -> Result<(), String> {
+    fn spend(&mut self, nodes: u64, at: usize) -> Result<(), PickleError> {
         if nodes > self.copy_budget {
-            return Err(format!("pickle: too many copies of memoised values at offset {at}"));
+            return Err(PickleError::Malformed { what: "too many copies of memoised values".into(), offset: at });
         }
         self.copy_budget -= nodes;
         Ok(())
@@ -547,43 +583,43 @@ impl Node {
 
 /// A numpy uint8 array from its pickled form
 /// (`numpy.core.multiarray._reconstruct` + `BUILD` state): returns the shape and the bytes.
-pub fn ndarray_u8(v: &Value) -> Result<(Vec<usize>, Rc<[u8]>), String> {
+pub fn ndarray_u8(v: &Value) -> Result<(Vec<usize>, Rc<[u8]>), PickleError> {
     let Value::Object { callable, args, state } = v else {
-        return Err(format!("expected a numpy array, found a {}", v.kind()));
+        return Err(PickleError::NotAnArray(format!("expected a numpy array, found a {}", v.kind())));
     };
     let (module, name) = match &**callable {
         Value::Global(m, n) if m.starts_with("numpy") => (m.clone(), n.clone()),
-        Value::Global(m, n) => return Err(format!("expected a numpy array, found {m}.{n}")),
-        other => return Err(format!("expected a numpy array, found a {}", other.kind())),
+        Value::Global(m, n) => return Err(PickleError::NotAnArray(format!("expected a numpy array, found {m}.{n}"))),
+        other => return Err(PickleError::NotAnArray(format!("expected a numpy array, found a {}", other.kind()))),
     };
     // Protocol 5: numpy._core.numeric._frombuffer(buffer, dtype, shape, order)
     let (shape, dtype, fortran, data) = match &*name {
         "_reconstruct" => {
             let Some(Value::Tuple(st)) = state.as_deref() else {
-                return Err("numpy array without its state".into());
+                return Err(PickleError::NotAnArray("numpy array without its state".into()));
             };
             // (version, shape, dtype, is_fortran, data)
             if st.len() != 5 {
-                return Err(format!("numpy array state has {} fields, expected 5", st.len()));
+                return Err(PickleError::NotAnArray(format!("numpy array state has {} fields, expected 5", st.len())));
             }
             (&st[1], &st[2], matches!(st[3], Value::Bool(true)), &st[4])
         }
         "_frombuffer" => {
             let Value::Tuple(a) = &**args else {
-                return Err("numpy _frombuffer without arguments".into());
+                return Err(PickleError::NotAnArray("numpy _frombuffer without arguments".into()));
             };
             if a.len() != 4 {
-                return Err(format!("numpy _frombuffer has {} arguments, expected 4", a.len()));
+                return Err(PickleError::NotAnArray(format!("numpy _frombuffer has {} arguments, expected 4", a.len())));
             }
             let fortran = a[3].as_string().as_deref() == Some("F");
             (&a[2], &a[1], fortran, &a[0])
         }
-        _ => return Err(format!("expected a numpy array, found {module}.{name}")),
+        _ => return Err(PickleError::NotAnArray(format!("expected a numpy array, found {module}.{name}"))),
     };
     let shape: Vec<usize> = shape
         .as_ints()
         .filter(|s| s.iter().all(|&d| d >= 0))
-        .ok_or("numpy array shape is not a tuple of sizes")?
+        .ok_or_else(|| PickleError::NotAnArray("numpy array shape is not a tuple of sizes".into()))?
         .into_iter()
         .map(|d| d as usize)
         .collect();
@@ -595,20 +631,26 @@ pub fn ndarray_u8(v: &Value) -> Result<(Vec<usize>, Rc<[u8]>), String> {
         _ => false,
     };
     if !dtype_ok {
-        return Err("numpy array is not of dtype uint8".into());
+        return Err(PickleError::NotAnArray("numpy array is not of dtype uint8".into()));
     }
     if fortran {
-        return Err("numpy array is in Fortran order".into());
+        return Err(PickleError::NotAnArray("numpy array is in Fortran order".into()));
     }
     let data: Rc<[u8]> = match data {
         Value::Bytes(b) => b.clone(),
         // Python 2 str data re-pickled by Python 3 arrives as latin-1 text.
-        Value::Str(s) => latin1(s).ok_or("numpy array data is text outside latin-1")?,
-        other => return Err(format!("numpy array data is a {}", other.kind())),
+        Value::Str(s) => latin1(s).ok_or_else(|| PickleError::NotAnArray("numpy array data is text outside latin-1".into()))?,
+        other => return Err(PickleError::NotAnArray(format!("numpy array data is a {}", other.kind()))),
     };
-    let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or("numpy array shape overflows")?;
+    let n = shape
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .ok_or_else(|| PickleError::NotAnArray("numpy array shape overflows".into()))?;
     if n != data.len() {
-        return Err(format!("numpy array of shape {shape:?} has {} data bytes, expected {n}", data.len()));
+        return Err(PickleError::NotAnArray(format!(
+            "numpy array of shape {shape:?} has {} data bytes, expected {n}",
+            data.len()
+        )));
     }
     Ok((shape, data))
 }

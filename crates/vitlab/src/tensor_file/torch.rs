@@ -105,7 +105,7 @@ fn read_zip(bytes: &[u8]) -> std::result::Result<TensorMap, String> {
         return Err("a TorchScript module, not a state dict (convert it with tools/convert_fid_inception.py)".into());
     }
     let pkl = read_entry(&mut zip, &pkl_name)?;
-    let root = pickle::parse(&pkl)?;
+    let root = pickle::parse(&pkl).map_err(|e| e.to_string())?;
     let refs = tensor_refs(&root)?;
     let mut storages: HashMap<String, Vec<u8>> = HashMap::new();
     for (_, r) in &refs {
