@@ -148,13 +148,7 @@ pub fn read(path: &Path, expect: Option<(&str, &str)>) -> Result<Dataset> {
 pub fn read_from(r: impl Read, len: u64, path: &Path, expect: Option<(&str, &str)>) -> Result<Dataset> {
     let err = |m: String| Error::data(path, m);
     let mut r = CrcReader { inner: r, crc: crc32fast::Hasher::new() };
-    let io = |e: std::io::Error| {
-        if e.kind() == std::io::ErrorKind::UnexpectedEof {
-            Error::data(path, "cache file is truncated")
-        } else {
-            Error::io(path, e)
-        }
-    };
+    let io = |e: std::io::Error| read_error(path, e);
     let mut head = [0u8; 16];
     if len < 20 {
         return Err(err(format!("cache file is truncated ({len} bytes)")));
@@ -190,28 +184,7 @@ pub fn read_from(r: impl Read, len: u64, path: &Path, expect: Option<(&str, &str
         return Err(err(format!("cache header has {} splits, expected 1 or 2", header.splits.len())));
     }
     // The exact size the header implies, checked before any large allocation.
-    let mut expected: u64 = 16 + hlen as u64 + 4;
-    let mut sizes = Vec::new();
-    for s in &header.splits {
-        if !(1..=4).contains(&s.channels) || s.height == 0 || s.width == 0 {
-            return Err(err(format!(
-                "cache split {:?} has an impossible image shape {}x{}x{}",
-                s.name, s.channels, s.height, s.width
-            )));
-        }
-        let px = (s.count as u64)
-            .checked_mul(s.channels as u64)
-            .and_then(|v| v.checked_mul(s.height as u64))
-            .and_then(|v| v.checked_mul(s.width as u64))
-            .ok_or_else(|| err(format!("cache split {:?} is impossibly large", s.name)))?;
-        let lb = (s.count as u64).saturating_mul(4);
-        sizes.push((px, lb));
-        expected = expected.saturating_add(px).saturating_add(lb);
-    }
-    if header.coarse_classes.is_some() {
-        let n = header.splits.iter().fold(0u64, |a, s| a.saturating_add((s.count as u64).saturating_mul(4)));
-        expected = expected.saturating_add(n);
-    }
+    let (expected, sizes) = split_sizes(&header, hlen, path)?;
     if expected != len {
         return Err(err(format!("cache file is {len} bytes, its header implies {expected} (truncated or corrupt)")));
     }
@@ -237,19 +210,7 @@ pub fn read_from(r: impl Read, len: u64, path: &Path, expect: Option<(&str, &str
         });
     }
     let coarse = match &header.coarse_classes {
-        Some(classes) => {
-            let mut parts = Vec::new();
-            for s in &header.splits {
-                let v = read_u32s(&mut r, s.count * 4).map_err(io)?;
-                if v.iter().any(|&l| l as usize >= classes.len()) {
-                    return Err(err(format!("cache: a coarse label of split {:?} is out of range", s.name)));
-                }
-                parts.push(v);
-            }
-            let test = if parts.len() > 1 { parts.pop().unwrap_or_default() } else { Vec::new() };
-            let train = parts.pop().unwrap_or_default();
-            Some(CoarseLabels { classes: classes.clone(), train, test })
-        }
+        Some(classes) => Some(read_coarse(&mut r, &header, classes, path)?),
         None => None,
     };
     let crc = r.crc.clone().finalize();
@@ -273,6 +234,58 @@ pub fn read_from(r: impl Read, len: u64, path: &Path, expect: Option<(&str, &str
         notes: header.notes,
         cache: CacheStatus::Hit(path.to_path_buf()),
     })
+}
+
+/// The file size the header implies, and each split's (pixel, label) byte counts.
+fn split_sizes(header: &Header, hlen: usize, path: &Path) -> Result<(u64, Vec<(u64, u64)>)> {
+    let err = |m: String| Error::data(path, m);
+    let mut expected: u64 = 16 + hlen as u64 + 4;
+    let mut sizes = Vec::new();
+    for s in &header.splits {
+        if !(1..=4).contains(&s.channels) || s.height == 0 || s.width == 0 {
+            return Err(err(format!(
+                "cache split {:?} has an impossible image shape {}x{}x{}",
+                s.name, s.channels, s.height, s.width
+            )));
+        }
+        let px = (s.count as u64)
+            .checked_mul(s.channels as u64)
+            .and_then(|v| v.checked_mul(s.height as u64))
+            .and_then(|v| v.checked_mul(s.width as u64))
+            .ok_or_else(|| err(format!("cache split {:?} is impossibly large", s.name)))?;
+        let lb = (s.count as u64).saturating_mul(4);
+        sizes.push((px, lb));
+        expected = expected.saturating_add(px).saturating_add(lb);
+    }
+    if header.coarse_classes.is_some() {
+        let n = header.splits.iter().fold(0u64, |a, s| a.saturating_add((s.count as u64).saturating_mul(4)));
+        expected = expected.saturating_add(n);
+    }
+    Ok((expected, sizes))
+}
+
+/// A read error; running out of bytes means the file is truncated.
+fn read_error(path: &Path, e: std::io::Error) -> Error {
+    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+        Error::data(path, "cache file is truncated")
+    } else {
+        Error::io(path, e)
+    }
+}
+
+/// The coarse labels after the splits (CIFAR-100's superclasses).
+fn read_coarse(r: &mut impl Read, header: &Header, classes: &[String], path: &Path) -> Result<CoarseLabels> {
+    let mut parts = Vec::new();
+    for s in &header.splits {
+        let v = read_u32s(r, s.count * 4).map_err(|e| read_error(path, e))?;
+        if v.iter().any(|&l| l as usize >= classes.len()) {
+            return Err(Error::data(path, format!("cache: a coarse label of split {:?} is out of range", s.name)));
+        }
+        parts.push(v);
+    }
+    let test = if parts.len() > 1 { parts.pop().unwrap_or_default() } else { Vec::new() };
+    let train = parts.pop().unwrap_or_default();
+    Ok(CoarseLabels { classes: classes.to_vec(), train, test })
 }
 
 fn read_u32s(r: &mut impl Read, nbytes: usize) -> std::io::Result<Vec<u32>> {

@@ -77,6 +77,28 @@ impl LoopState {
     }
 
     /// The best score in the task's own orientation.
+    /// Records the validation of epoch `epoch` (1-based) against the best so far;
+    /// whether it is a new best. The score is kept oriented so that higher is better.
+    fn record(&mut self, selection: Option<&Selection>, val: Option<&Validation>, epoch: usize) -> bool {
+        let score = match (selection, val) {
+            (Some(s), Some(v)) => Some(v.score).filter(|v| !v.is_nan()).map(|v| if s.higher_is_better { v } else { -v }),
+            _ => None,
+        };
+        let improved = match (score, self.best) {
+            (Some(v), Some(best)) => v > best,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if improved {
+            self.best = score;
+            self.best_epoch = Some(epoch);
+            self.epochs_since_best = 0;
+        } else {
+            self.epochs_since_best += 1;
+        }
+        improved
+    }
+
     pub fn best_score(&self, selection: Option<&Selection>) -> Option<f64> {
         self.best.map(|b| match selection {
             Some(s) if !s.higher_is_better => -b,
@@ -298,152 +320,205 @@ pub fn run_loop<T: Task>(
 ) -> Result<LoopOutcome> {
     let batches = task.batches_per_epoch();
     check_length(config, batches)?;
-    // The task's columns, asked once: the loop names values with them every step and epoch.
-    let (train_columns, val_columns) = (task.train_columns(), task.validation_columns());
-    let columns = train_columns.len();
-    let mut state = match resume {
+    let state = match resume {
         Some(ck) => {
             task.restore(&ck.tensors, &ck.state, &ck.path)?;
             let mut s = ck.state.clone();
-            s.upgrade(columns);
+            s.upgrade(task.train_columns().len());
             s
         }
         None => LoopState::default(),
     };
-    let mut logs = Logs::open(task, run, &state)?;
-    let started = Instant::now();
-    let elapsed_before = state.elapsed_s;
+    let logs = Logs::open(task, run, &state)?;
     let epochs = config.epochs.max(1);
     let total_steps = if config.max_steps > 0 { config.max_steps as u64 } else { (epochs * batches) as u64 };
-    observer.start(total_steps, state.step);
-    let (mut explosion, mut cause) = (None, ExitCause::Completed);
-    let selection = task.selection();
-    let elapsed = |started: &Instant| elapsed_before + started.elapsed().as_secs_f64();
-
-    'epochs: while state.epoch < epochs {
-        let epoch = state.epoch;
-        observer.epoch(epoch, epochs);
-        let epoch_started = Instant::now();
-        let seconds_before = state.epoch_seconds;
-        if state.epoch_sums.len() != columns {
-            state.epoch_sums = vec![0.0; columns];
+    let mut l = Loop {
+        // The task's columns, asked once: the loop names values with them every step and epoch.
+        train_columns: task.train_columns(),
+        val_columns: task.validation_columns(),
+        selection: task.selection(),
+        task,
+        config,
+        run,
+        observer,
+        logs,
+        elapsed_before: state.elapsed_s,
+        state,
+        started: Instant::now(),
+        batches,
+        epochs,
+        total_steps,
+        explosion: None,
+    };
+    l.observer.start(total_steps, l.state.step);
+    let cause = loop {
+        if l.state.epoch >= epochs {
+            break ExitCause::Completed;
         }
-        for batch in task.train_batches(epoch, state.batch) {
-            if config.max_steps > 0 && state.step >= config.max_steps as u64 {
-                cause = ExitCause::MaxSteps;
-                break 'epochs;
+        if let Some(cause) = l.train_epoch()? {
+            break cause;
+        }
+        if let Some(cause) = l.end_epoch()? {
+            break cause;
+        }
+    };
+    if cause == ExitCause::MaxSteps && l.state.batch > 0 {
+        // Stopped mid-epoch: make `latest` the state at the last step.
+        l.save(&run.latest())?;
+    }
+    l.observer.finish();
+    l.state.elapsed_s = l.elapsed();
+    let best_score = l.state.best_score(l.selection.as_ref());
+    Ok(LoopOutcome { cause, explosion: l.explosion, wall_time_s: l.state.elapsed_s, best_score, state: l.state })
+}
+
+/// The loop's working state: the task, where it writes, and where it is.
+struct Loop<'a, T: Task> {
+    task: &'a mut T,
+    config: &'a ExperimentConfig,
+    run: &'a RunDir,
+    observer: &'a mut dyn Observer,
+    logs: Logs,
+    state: LoopState,
+    train_columns: Vec<String>,
+    val_columns: Vec<String>,
+    selection: Option<Selection>,
+    /// Wall time of the sessions before this one, and this one's start.
+    elapsed_before: f64,
+    started: Instant,
+    batches: usize,
+    epochs: usize,
+    total_steps: u64,
+    explosion: Option<Explosion>,
+}
+
+impl<T: Task> Loop<'_, T> {
+    fn elapsed(&self) -> f64 {
+        self.elapsed_before + self.started.elapsed().as_secs_f64()
+    }
+
+    fn save(&mut self, path: &Path) -> Result<()> {
+        self.state.elapsed_s = self.elapsed();
+        save_checkpoint(self.task, self.config, path, &self.state)
+    }
+
+    fn context(&self, epoch: usize) -> StepContext {
+        let (c, s) = (self.config, &self.state);
+        StepContext {
+            step: s.step + 1,
+            epoch,
+            lr: learning_rate(c.optim.lr, &c.schedule, epoch as f64 + s.batch as f64 / self.batches as f64, self.epochs),
+            probe_blocks: c.monitor.block_every > 0 && (s.step + 1) % c.monitor.block_every as u64 == 0,
+            max_logit_threshold: c.monitor.max_logit,
+            max_grad_threshold: c.monitor.max_grad,
+            clip_grad_norm: c.stabilizers.clip_grad_norm,
+        }
+    }
+
+    /// The rest of the current epoch's steps; `Some` when the run stops inside it.
+    fn train_epoch(&mut self) -> Result<Option<ExitCause>> {
+        let epoch = self.state.epoch;
+        self.observer.epoch(epoch, self.epochs);
+        let epoch_started = Instant::now();
+        let seconds_before = self.state.epoch_seconds;
+        if self.state.epoch_sums.len() != self.train_columns.len() {
+            self.state.epoch_sums = vec![0.0; self.train_columns.len()];
+        }
+        let max_steps = self.config.max_steps as u64;
+        for batch in self.task.train_batches(epoch, self.state.batch) {
+            if max_steps > 0 && self.state.step >= max_steps {
+                return Ok(Some(ExitCause::MaxSteps));
             }
             let n = T::batch_len(&batch);
-            let ctx = StepContext {
-                step: state.step + 1,
-                epoch,
-                lr: learning_rate(config.optim.lr, &config.schedule, epoch as f64 + state.batch as f64 / batches as f64, epochs),
-                probe_blocks: config.monitor.block_every > 0 && (state.step + 1) % config.monitor.block_every as u64 == 0,
-                max_logit_threshold: config.monitor.max_logit,
-                max_grad_threshold: config.monitor.max_grad,
-                clip_grad_norm: config.stabilizers.clip_grad_norm,
-            };
-            let out = task.step(batch, &ctx)?;
-            let row: Vec<String> =
-                [ctx.step.to_string(), epoch.to_string()].into_iter().chain(out.values.iter().map(|&v| fmt(v))).collect();
-            logs.steps.row(&row);
-            for (i, b) in out.blocks.iter().enumerate() {
-                logs.blocks.row(&[ctx.step.to_string(), i.to_string(), fmt(b.grad_norm), fmt(b.act_rms), fmt(b.max_attn_logit)]);
-            }
+            let ctx = self.context(epoch);
+            let out = self.task.step(batch, &ctx)?;
+            self.log_step(&ctx, &out);
             if let Some(e) = out.explosion {
-                observer.message(&format!("exploded at step {} (epoch {}): {}", e.step, e.epoch + 1, e.cause));
-                explosion = Some(e);
-                cause = ExitCause::Exploded;
-                break 'epochs;
+                self.observer.message(&format!("exploded at step {} (epoch {}): {}", e.step, e.epoch + 1, e.cause));
+                self.explosion = Some(e);
+                return Ok(Some(ExitCause::Exploded));
             }
-            state.step = ctx.step;
-            state.batch += 1;
-            for (s, v) in state.epoch_sums.iter_mut().zip(&out.epoch_values) {
-                *s += v * n as f64;
+            let s = &mut self.state;
+            s.step = ctx.step;
+            s.batch += 1;
+            for (sum, v) in s.epoch_sums.iter_mut().zip(&out.epoch_values) {
+                *sum += v * n as f64;
             }
-            state.epoch_count += n as u64;
-            state.epoch_seconds = seconds_before + epoch_started.elapsed().as_secs_f64();
-            let means = epoch_means(&state);
-            observer.step(state.step, out.loss, &train_columns, &means, state.epoch_count as f64 / state.epoch_seconds.max(1e-9));
-            task.after_step(state.step, total_steps)?;
-            if config.checkpoint.every_steps > 0
-                && state.step % config.checkpoint.every_steps as u64 == 0
-                && state.batch < batches
-            {
-                state.elapsed_s = elapsed(&started);
-                save_checkpoint(task, config, &run.latest(), &state)?;
+            s.epoch_count += n as u64;
+            s.epoch_seconds = seconds_before + epoch_started.elapsed().as_secs_f64();
+            let rate = s.epoch_count as f64 / s.epoch_seconds.max(1e-9);
+            self.observer.step(s.step, out.loss, &self.train_columns, &epoch_means(s), rate);
+            self.task.after_step(self.state.step, self.total_steps)?;
+            let every = self.config.checkpoint.every_steps as u64;
+            if every > 0 && self.state.step % every == 0 && self.state.batch < self.batches {
+                self.save(&self.run.latest())?;
             }
-            logs.report(observer);
+            self.logs.report(self.observer);
         }
-        // Epoch end: the metrics row, `best`, `latest`, early stopping.
-        let train = epoch_means(&state);
-        let images_per_s = state.epoch_count as f64 / state.epoch_seconds.max(1e-9);
-        let val = task.validate(epoch + 1)?;
-        let lr = learning_rate(config.optim.lr, &config.schedule, epoch as f64 + 1.0 - 1e-9, epochs);
+        Ok(None)
+    }
+
+    /// steps.csv and blocks.csv rows of one step.
+    fn log_step(&mut self, ctx: &StepContext, out: &StepOutput) {
+        let row: Vec<String> =
+            [ctx.step.to_string(), ctx.epoch.to_string()].into_iter().chain(out.values.iter().map(|&v| fmt(v))).collect();
+        self.logs.steps.row(&row);
+        for (i, b) in out.blocks.iter().enumerate() {
+            self.logs.blocks.row(&[ctx.step.to_string(), i.to_string(), fmt(b.grad_norm), fmt(b.act_rms), fmt(b.max_attn_logit)]);
+        }
+    }
+
+    /// Epoch end: validation, the metrics row, `best`, `latest`, early stopping;
+    /// `Some` when the run stops here.
+    fn end_epoch(&mut self) -> Result<Option<ExitCause>> {
+        let epoch = self.state.epoch;
+        let val = self.task.validate(epoch + 1)?;
+        self.log_epoch(epoch, val.as_ref());
+        let s = &mut self.state;
+        s.epoch += 1;
+        s.batch = 0;
+        s.epoch_sums.iter_mut().for_each(|v| *v = 0.0);
+        s.epoch_count = 0;
+        s.epoch_seconds = 0.0;
+        let improved = s.record(self.selection.as_ref(), val.as_ref(), epoch + 1);
+        if improved || self.selection.is_none() {
+            self.save(&self.run.best())?;
+        }
+        self.save(&self.run.latest())?;
+        self.logs.report(self.observer);
+        let s = &self.state;
+        if self.config.patience > 0 && s.epochs_since_best >= self.config.patience && s.epoch < self.epochs {
+            self.observer.message(&format!(
+                "early stop: no validation gain for {} epochs (best {} {:.4} at epoch {})",
+                s.epochs_since_best,
+                self.selection.as_ref().map_or("score", |s| s.name.as_str()),
+                s.best_score(self.selection.as_ref()).unwrap_or(f64::NAN),
+                s.best_epoch.unwrap_or(0)
+            ));
+            return Ok(Some(ExitCause::EarlyStopped));
+        }
+        let max_steps = self.config.max_steps as u64;
+        Ok((max_steps > 0 && s.step >= max_steps).then_some(ExitCause::MaxSteps))
+    }
+
+    /// The epoch's metrics.csv row and its line through the observer.
+    fn log_epoch(&mut self, epoch: usize, val: Option<&Validation>) {
+        let s = &self.state;
+        let train = epoch_means(s);
+        let images_per_s = s.epoch_count as f64 / s.epoch_seconds.max(1e-9);
+        let lr = learning_rate(self.config.optim.lr, &self.config.schedule, epoch as f64 + 1.0 - 1e-9, self.epochs);
         let val_values: Vec<f64> =
-            (0..val_columns.len()).map(|i| val.as_ref().and_then(|v| v.values.get(i).copied()).unwrap_or(f64::NAN)).collect();
-        let mut row = vec![(epoch + 1).to_string(), state.step.to_string()];
+            (0..self.val_columns.len()).map(|i| val.and_then(|v| v.values.get(i).copied()).unwrap_or(f64::NAN)).collect();
+        let mut row = vec![(epoch + 1).to_string(), s.step.to_string()];
         row.extend(train.iter().chain(&val_values).map(|&v| fmt(v)));
-        row.extend([fmt(lr), format!("{:.3}", state.epoch_seconds), format!("{images_per_s:.1}")]);
-        logs.metrics.row(&row);
+        row.extend([fmt(lr), format!("{:.3}", s.epoch_seconds), format!("{images_per_s:.1}")]);
+        self.logs.metrics.row(&row);
         let named = |names: &[String], values: &[f64]| -> Vec<String> {
             names.iter().zip(values).filter(|(_, v)| !v.is_nan()).map(|(n, v)| format!("{n} {v:.4}")).collect()
         };
-        let detail = [named(&train_columns, &train), named(&val_columns, &val_values)].concat().join(" ");
-        observer.epoch_done(epoch, epochs, &detail, images_per_s);
-
-        state.epoch += 1;
-        state.batch = 0;
-        state.epoch_sums.iter_mut().for_each(|s| *s = 0.0);
-        state.epoch_count = 0;
-        state.epoch_seconds = 0.0;
-        // The selection score, oriented so that higher is better.
-        let score = match (&selection, &val) {
-            (Some(s), Some(v)) => Some(v.score).filter(|v| !v.is_nan()).map(|v| if s.higher_is_better { v } else { -v }),
-            _ => None,
-        };
-        let improved = match (score, state.best) {
-            (Some(v), Some(best)) => v > best,
-            (Some(_), None) => true,
-            (None, _) => false,
-        };
-        if improved {
-            state.best = score;
-            state.best_epoch = Some(epoch + 1);
-            state.epochs_since_best = 0;
-        } else {
-            state.epochs_since_best += 1;
-        }
-        state.elapsed_s = elapsed(&started);
-        if improved || selection.is_none() {
-            save_checkpoint(task, config, &run.best(), &state)?;
-        }
-        save_checkpoint(task, config, &run.latest(), &state)?;
-        logs.report(observer);
-        if config.patience > 0 && state.epochs_since_best >= config.patience && state.epoch < epochs {
-            observer.message(&format!(
-                "early stop: no validation gain for {} epochs (best {} {:.4} at epoch {})",
-                state.epochs_since_best,
-                selection.as_ref().map_or("score", |s| s.name.as_str()),
-                state.best_score(selection.as_ref()).unwrap_or(f64::NAN),
-                state.best_epoch.unwrap_or(0)
-            ));
-            cause = ExitCause::EarlyStopped;
-            break;
-        }
-        if config.max_steps > 0 && state.step >= config.max_steps as u64 {
-            cause = ExitCause::MaxSteps;
-            break;
-        }
+        let detail = [named(&self.train_columns, &train), named(&self.val_columns, &val_values)].concat().join(" ");
+        self.observer.epoch_done(epoch, self.epochs, &detail, images_per_s);
     }
-    if cause == ExitCause::MaxSteps && state.batch > 0 {
-        // Stopped mid-epoch: make `latest` the state at the last step.
-        state.elapsed_s = elapsed(&started);
-        save_checkpoint(task, config, &run.latest(), &state)?;
-    }
-    observer.finish();
-    state.elapsed_s = elapsed(&started);
-    Ok(LoopOutcome { cause, explosion, wall_time_s: state.elapsed_s, best_score: state.best_score(selection.as_ref()), state })
 }
 
 /// The epoch means so far of the training columns.
