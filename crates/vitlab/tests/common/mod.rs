@@ -85,3 +85,33 @@ pub fn assert_close_scaled(what: &str, actual: &HostTensor, expected: &HostTenso
 pub fn backends() -> Vec<(Backend, Device)> {
     Backend::compiled_cpu().into_iter().map(|b| (b, b.device().expect("compiled backend"))).collect()
 }
+
+// ---------------------------------------------------------------- data tests
+
+pub fn tmp() -> tempfile::TempDir {
+    tempfile::tempdir().expect("tempdir")
+}
+
+/// Dataset options with the cache kept inside the test's own folder.
+pub fn opts(cache_dir: &Path) -> vitlab::data::OpenOptions {
+    vitlab::data::OpenOptions { cache_dir: Some(cache_dir.to_path_buf()), ..vitlab::data::OpenOptions::default() }
+}
+
+pub fn err_text<T: std::fmt::Debug>(r: vitlab::Result<T>) -> String {
+    match r {
+        Ok(v) => panic!("expected an error, got {v:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// The error names the file and says what is wrong with it.
+pub fn assert_err(r: vitlab::Result<impl std::fmt::Debug>, file: &str, problem: &str) {
+    let msg = err_text(r);
+    assert!(msg.contains(file), "error should name {file:?}: {msg}");
+    assert!(msg.contains(problem), "error should say {problem:?}: {msg}");
+}
+
+pub fn write_png(path: &Path, w: u32, h: u32, rgb: [u8; 3]) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    image::RgbImage::from_pixel(w, h, image::Rgb(rgb)).save(path).unwrap();
+}
