@@ -9,13 +9,18 @@
 #   tools/long_run.sh resume NAME        continue it (after a kill, a reboot, a new session)
 #   tools/long_run.sh status NAME        the last epochs of metrics.csv and the log's last line
 #   tools/long_run.sh pause|cont NAME    SIGSTOP / SIGCONT (while benchmarking)
+#   tools/long_run.sh save NAME          copy the run (checkpoints, CSVs, config) into
+#                                        saved-runs/NAME/ of this checkout, to commit:
+#                                        a session's machine does not outlive it
+#   tools/long_run.sh restore NAME       the reverse, on a new machine (also unpacks CIFAR-10 from
+#                                        ../shared/data where the run's config expects it), then `resume`
 #
 # Build the binary first:
 #   LIBTORCH_USE_PYTORCH=1 PATH=$PWD/.venv/bin:$PATH cargo build --release -p vitlab-cli --features tch
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HOME_DIR=${VITLAB_LONG_RUNS:-/root/vitlab-runs}
-cmd=${1:?usage: tools/long_run.sh install|start|resume|status|pause|cont ...}
+cmd=${1:?usage: tools/long_run.sh install|start|resume|status|pause|cont|save|restore ...}
 shift
 bin="$HOME_DIR/bin/vitlab"
 # torch/lib with the nvidia/ folder beside it: pip's torch links libtorch_cuda, which finds
@@ -59,6 +64,32 @@ status)
     if running "$name"; then echo "running (pid $(cat "$(pidfile "$name")"))"; else echo "not running"; fi
     tail -n 5 "$HOME_DIR/runs/$name/metrics.csv" 2>/dev/null || true
     tail -c 400 "$HOME_DIR/runs/$name.log" | tr '\r' '\n' | tail -n 2
+    ;;
+save)
+    name=${1:?save NAME}
+    src="$HOME_DIR/runs/$name"
+    [ -d "$src/checkpoints" ] || { echo "$src has no checkpoints" >&2; exit 1; }
+    # Paused while copying, so the CSVs and checkpoints are of one moment (checkpoints
+    # are renamed into place whole, so a copy never holds half of one either way).
+    if running "$name"; then kill -STOP "$(cat "$(pidfile "$name")")"; trap 'kill -CONT "$(cat "$(pidfile "$name")")"' EXIT; fi
+    rm -rf "saved-runs/$name.new" && mkdir -p "saved-runs/$name.new"
+    cp -a "$src/." "saved-runs/$name.new/"
+    rm -rf "saved-runs/$name" && mv "saved-runs/$name.new" "saved-runs/$name"
+    echo "saved $src -> saved-runs/$name ($(du -sh "saved-runs/$name" | cut -f1)); commit it"
+    tail -n 2 "saved-runs/$name/metrics.csv"
+    ;;
+restore)
+    name=${1:?restore NAME}
+    [ -d "saved-runs/$name/checkpoints" ] || { echo "saved-runs/$name has no checkpoints" >&2; exit 1; }
+    if running "$name"; then echo "$name is running; stop it first" >&2; exit 1; fi
+    data=$(sed -n 's/^path = "\(.*\)"$/\1/p' "saved-runs/$name/config.toml" | head -n 1)
+    if [ -n "$data" ] && [ ! -d "$data" ] && [ "$(basename "$data")" = cifar10 ]; then
+        mkdir -p "$(dirname "$data")" && tar xzf ../shared/data/cifar10-jpeg.tar.gz -C "$(dirname "$data")"
+        echo "unpacked CIFAR-10 into $data"
+    fi
+    mkdir -p "$HOME_DIR/runs" && rm -rf "$HOME_DIR/runs/$name"
+    cp -a "saved-runs/$name" "$HOME_DIR/runs/$name"
+    echo "restored saved-runs/$name -> $HOME_DIR/runs/$name; continue it with: tools/long_run.sh resume $name"
     ;;
 pause) kill -STOP "$(cat "$(pidfile "${1:?pause NAME}")")" ;;
 cont) kill -CONT "$(cat "$(pidfile "${1:?cont NAME}")")" ;;
