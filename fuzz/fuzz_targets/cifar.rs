@@ -6,7 +6,7 @@ use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
 use vitlab::data::cifar;
-use vitlab::tensor_file::pickle;
+use vitlab::tensor_file::{numpy, pickle};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&which, rest)) = data.split_first() else { return };
@@ -20,9 +20,9 @@ fuzz_target!(|data: &[u8]| {
         5 => drop(cifar::parse_archive(rest, p)),
         _ => {
             if let Ok(v) = pickle::parse(rest) {
-                let _ = pickle::ndarray_u8(&v);
+                let _ = numpy::ndarray_u8(&v);
                 if let Some(d) = v.get("data") {
-                    let _ = pickle::ndarray_u8(d);
+                    let _ = numpy::ndarray_u8(d);
                 }
             }
         }

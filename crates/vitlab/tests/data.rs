@@ -9,17 +9,13 @@
 //! and, for CIFAR-100, `b'fine_labels': [99, 0, 42, 7], b'coarse_labels': [19, 4, 0, 3]`.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use vitlab::data::loader::{Loader, LoaderConfig, Rng};
+use vitlab::data::loader::Rng;
 mod common;
 
-use common::{assert_err, err_text, opts, tmp, write_png};
-use vitlab::data::{
-    cache, cifar, open, open_with, stratified_split, Augment, CacheStatus, DataFormat, Dataset, ImageSet, Normalize, OpenOptions,
-};
+use common::{assert_err, opts, tmp, write_png};
+use vitlab::data::{cache, cifar, open, open_with, stratified_split, CacheStatus, DataFormat, Dataset, OpenOptions};
 
 // ---------------------------------------------------------------- CIFAR writers
 

@@ -262,7 +262,8 @@ fn check_label(l: i64, n: i64, i: usize, what: &str, path: &Path) -> Result<()> 
 pub fn parse_python_batch(bytes: &[u8], hundred: bool, path: &Path) -> Result<Batch> {
     let v = pickle::parse(bytes).map_err(|m| Error::data(path, format!("unreadable pickle: {m}")))?;
     let field = |k: &str| v.get(k).ok_or_else(|| Error::data(path, format!("pickle has no {k:?} entry")));
-    let (shape, data) = pickle::ndarray_u8(field("data")?).map_err(|m| Error::data(path, format!("\"data\": {m}")))?;
+    let (shape, data) =
+        crate::tensor_file::numpy::ndarray_u8(field("data")?).map_err(|m| Error::data(path, format!("\"data\": {m}")))?;
     if shape.len() != 2 || shape[1] != PIXELS {
         return Err(Error::data(path, format!("\"data\" has shape {shape:?}, expected (N, {PIXELS})")));
     }

@@ -18,22 +18,22 @@
 //! image grids), [`loader`] and what it applies ([`augment`],
 //! [`autoaugment`], [`mix`], [`erase`], [`sampler`]).
 
-pub mod augment;
+pub(crate) mod augment;
 pub mod autoaugment;
 pub mod cache;
 pub mod cifar;
 pub mod decode;
 pub mod download;
-pub mod erase;
-pub mod folder;
+pub(crate) mod erase;
+pub(crate) mod folder;
 pub mod grid;
 pub mod loader;
 pub mod make_unpaired;
-pub mod mix;
-pub mod pairs;
-pub mod sampler;
-pub mod tiny_imagenet;
-pub mod unpaired;
+pub(crate) mod mix;
+pub(crate) mod pairs;
+pub(crate) mod sampler;
+pub(crate) mod tiny_imagenet;
+pub(crate) mod unpaired;
 
 mod dataset;
 mod split;

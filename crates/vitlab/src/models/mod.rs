@@ -4,13 +4,13 @@
 //! layouts onto the models (the files themselves: [`crate::tensor_file`]). [`VitUnet`] is the paper's ViT-based U-Net generator, [`Discriminator`]
 //! its CycleGAN critics.
 
-pub mod config;
-pub mod discriminator;
+pub(crate) mod config;
+pub(crate) mod discriminator;
 pub mod fused;
 pub mod inception;
-pub mod layers;
-pub mod vit;
-pub mod vitunet;
+pub(crate) mod layers;
+pub(crate) mod vit;
+pub(crate) mod vitunet;
 pub mod weights;
 
 pub use config::{AttnScale, BlockVariant, HeadKind, Init, ModelConfig, Pool, Preset, Size};

@@ -19,7 +19,7 @@
 //! this file runs it; what `sweep.json` records (the grid, the planned runs) is
 //! [`manifest`], which reports read without the rest.
 
-pub mod manifest;
+pub(crate) mod manifest;
 mod plan;
 
 use std::fs;

@@ -5,16 +5,17 @@
 //! - [`safetensors`]: safetensors files (weights, checkpoints, feature caches);
 //! - [`torch`]: state dicts that PyTorch's `torch.save` wrote (`.pth`, `.pt`);
 //! - [`pickle`]: the bounded Python pickle reader behind [`torch`] and the
-//!   CIFAR python-version batches.
+//!   CIFAR python-version batches, [`numpy`] the arrays in them.
 //!
 //! [`read_any`] reads a file in either format by its content. What the tensors
 //! mean (key layouts, loading into and collecting from modules) is
 //! [`crate::models::weights`]'s business.
 
-pub mod host;
+pub(crate) mod host;
+pub mod numpy;
 pub mod pickle;
-pub mod safetensors;
-pub mod torch;
+pub(crate) mod safetensors;
+pub(crate) mod torch;
 
 use std::fs;
 use std::path::Path;

@@ -39,17 +39,16 @@ pub struct ImagePool {
 }
 
 impl ImagePool {
-    /// CycleGAN's pool holds 50 images.
-    pub const CYCLEGAN_CAPACITY: usize = 50;
-
     pub fn new(capacity: usize, seed: u64) -> Self {
         ImagePool { capacity, images: Vec::with_capacity(capacity), rng: Rng::keyed(&[seed, 0x504F_4F4C]) }
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.images.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.images.is_empty()
     }

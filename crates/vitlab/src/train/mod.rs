@@ -6,14 +6,14 @@
 //! ([`cyclegan`], with its losses in [`gan`]). docs/ARCHITECTURE.md describes
 //! how they fit and how to add a task.
 
-pub mod checkpoint;
+pub(crate) mod checkpoint;
 pub mod classify;
 mod csv;
 pub mod cyclegan;
-pub mod ema;
-pub mod engine;
-pub mod gan;
-pub mod optim;
+pub(crate) mod ema;
+pub(crate) mod engine;
+pub(crate) mod gan;
+pub(crate) mod optim;
 pub mod predict;
 pub mod preview;
 pub mod progress;

@@ -3,9 +3,9 @@
 //! ([`png`]) and the parameter path of module visitors ([`ParamPath`]).
 
 pub mod fs;
-pub mod param_path;
-pub mod png;
-pub mod rng;
+pub(crate) mod param_path;
+pub(crate) mod png;
+pub(crate) mod rng;
 
 pub use param_path::ParamPath;
 pub use rng::Rng;

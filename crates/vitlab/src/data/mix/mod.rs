@@ -7,7 +7,8 @@
 //!   mixed with image `n-1-i`), or as Lee et al. 2021 ("Vision Transformer for
 //!   Small-Size Datasets", their `utils/mix.py`: a random permutation as the
 //!   partner, the box of the original CutMix code). It writes soft targets.
-//! - [`soft_target_ce`], the loss the soft targets are meant for.
+//! - `soft_target_ce`: the loss the soft targets are meant for, on the host
+//!   (the tests' reference for the tensor loss training computes).
 //!
 //! The rest of the recipe: random erasing in [`super::erase`], repeated
 //! augmentation and epoch orders in [`super::sampler`].
@@ -342,21 +343,6 @@ pub fn mixup_target(labels: &[u32], partners: &[usize], num_classes: usize, lam:
     }
 }
 
-/// timm's `cutmix_bbox_and_lam` for an `h` x `w` image: the box (from `lam`
-/// by `rule`, or from `minmax`) and lam corrected to `1 - area / (h * w)` when
-/// `correct_lam` or `minmax` is set, else `lam` unchanged.
-pub fn cutmix_bbox_and_lam(
-    h: usize,
-    w: usize,
-    lam: f64,
-    minmax: Option<(f64, f64)>,
-    correct_lam: bool,
-    rule: BoxRule,
-    rng: &mut Rng,
-) -> (Bbox, f64) {
-    cutmix_box_with(rng, h, w, lam, minmax, correct_lam, rule)
-}
-
 fn cutmix_box_with<D: Draws>(
     d: &mut D,
     h: usize,
@@ -397,6 +383,7 @@ fn cutmix_box_with<D: Draws>(
 
 /// Soft-target cross-entropy (see the module header), in f64: the mean over
 /// `n` rows of `-sum_k targets[i,k] * log_softmax(logits[i])_k`.
+#[cfg(test)]
 pub fn soft_target_ce(logits: &[f32], targets: &[f32], n: usize, k: usize) -> f64 {
     assert!(logits.len() == n * k && targets.len() == n * k && n > 0);
     let mut total = 0.0;
