@@ -436,3 +436,73 @@ fn the_top_level_help_documents_the_exit_codes() {
         assert!(help.contains(code), "{code} in\n{help}");
     }
 }
+
+/// `vitlab bench` measures each mode in a child process and reports what a
+/// user compares: images/s, GFLOP/s from the model's FLOP count, peak memory.
+#[test]
+fn bench_times_training_and_inference_and_reports_throughput_and_memory() {
+    let out = vitlab(&[
+        "bench",
+        "--model",
+        "vit-tiny",
+        "--image-size",
+        "8",
+        "--patch-size",
+        "4",
+        "--num-classes",
+        "3",
+        "--batch",
+        "2",
+        "--infer-batch",
+        "3",
+        "--steps",
+        "2",
+        "--warmup",
+        "0",
+        "--backend",
+        "flex",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json rows");
+    let rows = rows.as_array().unwrap();
+    let modes: Vec<&str> = rows.iter().map(|r| r["mode"].as_str().unwrap()).collect();
+    assert_eq!(modes, ["train", "infer"]);
+    for (r, batch) in rows.iter().zip([2, 3]) {
+        assert_eq!((r["stack"].as_str(), r["batch"].as_u64(), r["steps"].as_u64()), (Some("flex"), Some(batch), Some(2)));
+        let (ms, ips) = (r["median_ms"].as_f64().unwrap(), r["images_per_s"].as_f64().unwrap());
+        assert!(ms > 0.0 && (ips - batch as f64 / (ms / 1000.0)).abs() < 1e-6 * ips, "{r}");
+        assert!(r["gflops"].as_f64().unwrap() > 0.0 && r["peak_rss_mib"].as_f64().unwrap() > 1.0, "{r}");
+        assert!(r["min_ms"].as_f64().unwrap() <= ms && r["vs_pytorch"].is_null(), "{r}");
+    }
+    // A CycleGAN iteration (two generators, two discriminators) on the synthetic pairs.
+    let out = vitlab(&[
+        "bench",
+        "--model",
+        "vitunet-tiny",
+        "--depth",
+        "6",
+        "--image-size",
+        "24",
+        "--patch-size",
+        "4",
+        "--batch",
+        "1",
+        "--steps",
+        "1",
+        "--warmup",
+        "0",
+        "--refiner-width",
+        "8",
+        "--backend",
+        "flex",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json rows");
+    assert_eq!(rows.as_array().map(Vec::len), Some(1));
+    assert_eq!(rows[0]["mode"], "train");
+    assert!(rows[0]["images_per_s"].as_f64().unwrap() > 0.0);
+}

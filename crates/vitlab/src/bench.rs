@@ -236,3 +236,37 @@ pub fn loader_throughput(loader: &crate::data::loader::Loader, seconds: f64) -> 
     std::hint::black_box(checksum);
     LoaderThroughput { images, batches, seconds: start.elapsed().as_secs_f64() }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(step_ms: Vec<f64>) -> Measurement {
+        Measurement { stack: "flex".into(), mode: Mode::Train, batch: 64, step_ms, peak_rss_kib: 0, base_rss_kib: 0 }
+    }
+
+    #[test]
+    fn throughput_is_the_batch_over_the_median_step() {
+        let odd = m(vec![30.0, 10.0, 20.0]);
+        assert_eq!((odd.median_ms(), odd.min_ms()), (20.0, 10.0));
+        assert_eq!(odd.images_per_s(), 64.0 / 0.020);
+        assert_eq!(m(vec![40.0, 10.0, 20.0, 30.0]).median_ms(), 25.0);
+        assert!(m(vec![]).median_ms().is_nan());
+    }
+
+    /// ViT-Tiny/4 at 32 px (d 192, MLP 768, 12 blocks, 65 tokens, 10 classes),
+    /// counted by hand: patch embedding 2*64*48*192, per block QKV 2*65*192*576,
+    /// QK^T and PV 2*2*65^2*192, projection 2*65*192^2, MLP 2*2*65*192*768, head 2*192*10.
+    #[test]
+    fn the_flop_count_of_vit_tiny_matches_a_hand_count() {
+        let c = crate::models::ModelConfig::new(crate::models::BlockVariant::Vit, crate::models::Size::Tiny)
+            .with_image(32, 4)
+            .with_classes(10);
+        let (t, d, m) = (65.0, 192.0, 768.0);
+        let block = 2.0 * t * d * 3.0 * d + 4.0 * t * t * d + 2.0 * t * d * d + 4.0 * t * d * m;
+        let head = if c.head == HeadKind::Linear { 2.0 * d * 10.0 } else { 2.0 * (d * m + m * 10.0) };
+        let want = 2.0 * 64.0 * 48.0 * d + 12.0 * block + head;
+        assert_eq!(forward_flops(&c), want);
+        assert_eq!(train_flops(&c), 3.0 * want);
+    }
+}
