@@ -10,7 +10,7 @@ use burn::tensor::Device;
 use vitlab::config::ExperimentConfig;
 use vitlab::models::inception::FidInception;
 use vitlab::models::weights::{read_safetensors, write_safetensors};
-use vitlab::train::cyclegan::{load_generator, translate_files, Direction};
+use vitlab::train::cyclegan::{load_generator, translate_files, translate_page, Direction, PageInfo};
 use vitlab::train::progress::Progress;
 use vitlab::train::{train, Checkpoint, ExitCause, Outcome, RunDir, Start};
 
@@ -220,6 +220,44 @@ fn translate_writes_pngs_named_like_the_inputs_and_refuses_a_classifier() {
             .to_rgb8()
             .into_raw()
     );
+
+    // The test page: input, translation, and its reconstruction by the other generator,
+    // for inputs named with several dots and characters a URL must escape.
+    let named: Vec<PathBuf> = ["cat.4001.png", "cat 4002#.png"].iter().map(|n| dir.path().join(n)).collect();
+    for (src, dst) in inputs.iter().zip(&named) {
+        std::fs::copy(src, dst).unwrap();
+    }
+    let page_dir = dir.path().join("page_out");
+    let info = PageInfo { checkpoint: &from, direction: Direction::AToB };
+    let index = translate_page(&g, &g_b, &gc, &named, &page_dir, None, info, &device).unwrap();
+    let html = std::fs::read_to_string(&index).unwrap();
+    assert_eq!(html.matches("<tr><td>").count(), 2, "{html}");
+    for (name, url) in [("cat.4001", "cat.4001"), ("cat 4002#", "cat%204002%23")] {
+        assert!(
+            html.contains(&format!("src=\"{url}.png\"")) && html.contains(&format!("src=\"page/{url}.input.png\"")),
+            "{html}"
+        );
+        for f in [format!("{name}.png"), format!("page/{name}.input.png"), format!("page/{name}.reconstruction.png")] {
+            assert_eq!(image::open(page_dir.join(&f)).unwrap().width(), 24, "{f}");
+        }
+    }
+    // The reconstruction is G_B of the translation G_A(x), and the page's translation
+    // is the one translate_files writes.
+    assert_eq!(std::fs::read(page_dir.join("cat.4001.png")).unwrap(), {
+        let o = dir.path().join("plain");
+        translate_files(&g, &gc, &named[..1], &o, None, &device).unwrap();
+        std::fs::read(o.join("cat.4001.png")).unwrap()
+    });
+    let fake_b = page_dir.join("cat.4001.png");
+    let rec = dir.path().join("rec");
+    translate_files(&g_b, &gc, &[fake_b], &rec, None, &device).unwrap();
+    let (a, b) = (
+        image::open(rec.join("cat.4001.png")).unwrap().to_rgb8().into_raw(),
+        image::open(page_dir.join("page/cat.4001.reconstruction.png")).unwrap().to_rgb8().into_raw(),
+    );
+    // The page feeds the unquantised translation to G_B; a PNG round trip moves pixels by a step or two.
+    let worst = a.iter().zip(&b).map(|(x, y)| x.abs_diff(*y)).max().unwrap();
+    assert!(worst <= 8, "reconstruction differs by {worst}");
 
     // Two inputs that would write one file.
     let jpg = dir.path().join("000.jpg");

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use vitlab::backend::Backend;
 use vitlab::metrics::features::list_images;
-use vitlab::train::cyclegan::{load_generator, translate_files, Direction};
+use vitlab::train::cyclegan::{load_generator, translate_files, translate_page, Direction, PageInfo};
 use vitlab::Error;
 
 use super::{value_name, BackendArg, BACKEND_HELP};
@@ -25,6 +25,13 @@ pub struct Args {
     /// Side of the written images (default: the generator's size).
     #[arg(long)]
     size: Option<usize>,
+    /// Also write OUT/index.html, pytorch-CycleGAN's test page: each input, its
+    /// translation and the translation's reconstruction by the other generator.
+    #[arg(long)]
+    html: bool,
+    /// Translate only the first N images (in the order given, folders sorted).
+    #[arg(long)]
+    num: Option<usize>,
     #[arg(long, value_enum, default_value_t = BackendArg::Flex, help = BACKEND_HELP)]
     backend: BackendArg,
 }
@@ -64,13 +71,31 @@ pub fn run(args: Args) -> vitlab::Result<()> {
             return Err(Error::data(input, "no such file or folder"));
         }
     }
+    if let Some(n) = args.num {
+        if n == 0 {
+            return Err(Error::usage("--num", "must be at least 1"));
+        }
+        files.truncate(n);
+    }
     let device = Backend::from(args.backend).device()?;
     let (g, config, checkpoint) = load_generator(&args.run, direction, &device)?;
     let started = std::time::Instant::now();
-    let written = translate_files(&g, &config, &files, &args.out, args.size, &device)?;
+    let count = if args.html {
+        let other = match direction {
+            Direction::AToB => Direction::BToA,
+            Direction::BToA => Direction::AToB,
+        };
+        let (back, _, _) = load_generator(&args.run, other, &device)?;
+        let info = PageInfo { checkpoint: &checkpoint, direction };
+        let page = translate_page(&g, &back, &config, &files, &args.out, args.size, info, &device)?;
+        eprintln!("test page: {}", page.display());
+        files.len()
+    } else {
+        translate_files(&g, &config, &files, &args.out, args.size, &device)?.len()
+    };
     eprintln!(
         "translated {} image(s) {} with {} in {:.1} s -> {}",
-        written.len(),
+        count,
         value_name(&args.direction),
         checkpoint.display(),
         started.elapsed().as_secs_f64(),

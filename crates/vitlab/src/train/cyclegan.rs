@@ -44,7 +44,7 @@ use crate::models::{seeded, Discriminator, DiscriminatorConfig, VitUnet, VitUnet
 use crate::tensor_file::{group, tensor_to_vec, HostTensor, TensorMap};
 use crate::{Error, Result};
 
-pub use super::translate::{load_generator, translate_files, Direction};
+pub use super::translate::{load_generator, translate_files, translate_page, Direction, PageInfo};
 
 /// The step columns of steps.csv (and their epoch means in metrics.csv).
 pub const STEP_COLUMNS: [&str; 12] = [

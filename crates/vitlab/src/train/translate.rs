@@ -1,4 +1,6 @@
-//! `vitlab translate`: one generator of a CycleGAN run applied to image files.
+//! `vitlab translate`: one generator of a CycleGAN run applied to image files,
+//! and optionally pytorch-CycleGAN's test page (`index.html`: each input, its
+//! translation, and the translation's reconstruction by the other generator).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -7,6 +9,7 @@ use burn::tensor::Device;
 
 use super::cyclegan::{to_images, CycleGan};
 use super::{Checkpoint, RunDir};
+use crate::data::decode::Img;
 use crate::data::loader::resize_bilinear;
 use crate::models::weights::apply;
 use crate::models::{VitUnet, VitUnetConfig};
@@ -61,6 +64,24 @@ pub fn load_generator(path: &Path, direction: Direction, device: &Device) -> Res
     Ok((g, config, file))
 }
 
+/// The PNG each input is written to: its whole stem (`cat.4001.jpg` ->
+/// `OUT/cat.4001.png`, not `cat.png`) plus `.png`. Two inputs that would write one
+/// file are an error naming both.
+fn output_names(files: &[PathBuf], out: &Path) -> Result<Vec<PathBuf>> {
+    let mut targets: Vec<PathBuf> = Vec::with_capacity(files.len());
+    let mut seen: HashMap<PathBuf, &Path> = HashMap::new();
+    for f in files {
+        let mut name = f.file_stem().ok_or_else(|| Error::data(f, "not a file name"))?.to_os_string();
+        name.push(".png");
+        let target = out.join(name);
+        if let Some(other) = seen.insert(target.clone(), f) {
+            return Err(Error::data(f, format!("would write {} as {} does too", target.display(), other.display())));
+        }
+        targets.push(target);
+    }
+    Ok(targets)
+}
+
 /// Translates image files (decoded, resized to the generator's size) and writes
 /// PNGs named like the inputs into `out` (resized to `size` when given). Returns
 /// the written paths. Two inputs with one file stem are an error.
@@ -72,34 +93,145 @@ pub fn translate_files(
     size: Option<usize>,
     device: &Device,
 ) -> Result<Vec<PathBuf>> {
-    let mut targets: Vec<PathBuf> = Vec::with_capacity(files.len());
-    let mut seen: HashMap<PathBuf, &Path> = HashMap::new();
-    for f in files {
-        let stem = f.file_stem().ok_or_else(|| Error::data(f, "not a file name"))?;
-        let target = out.join(stem).with_extension("png");
-        if let Some(other) = seen.insert(target.clone(), f) {
-            return Err(Error::data(f, format!("would write {} as {} does too", target.display(), other.display())));
-        }
-        targets.push(target);
-    }
+    let targets = output_names(files, out)?;
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
-    let side = config.image_size;
-    for (chunk, dest) in files.chunks(16).zip(targets.chunks(16)) {
+    translate_chunks(g, None, config.image_size, files, device, |i, _, fake, _| write_png(&targets[i], &fake, size))?;
+    Ok(targets)
+}
+
+/// Runs `g` over `files` in chunks (and `back` over each translation); calls
+/// `f(index, input, translation, reconstruction)` per image, at the generator's size.
+fn translate_chunks(
+    g: &VitUnet,
+    back: Option<&VitUnet>,
+    side: usize,
+    files: &[PathBuf],
+    device: &Device,
+    mut f: impl FnMut(usize, Img, Img, Option<Img>) -> Result<()>,
+) -> Result<()> {
+    for (c, chunk) in files.chunks(16).enumerate() {
         let set = crate::data::read_images(chunk, side, vec!["input".into()])?;
+        let n = set.len();
         let x: Vec<f32> = set.pixels.iter().map(|&p| p as f32 / 127.5 - 1.0).collect();
-        let y = CycleGan::translate(g, &x, set.len(), side, device);
-        for (img, path) in to_images(&y, set.len(), side).into_iter().zip(dest) {
-            let (w, pixels) = match size {
-                Some(s) if s != side => {
-                    let mut buf = Vec::new();
-                    resize_bilinear(&img.chw, 3, side, side, s, &mut buf);
-                    (s, buf)
-                }
-                _ => (side, img.chw),
-            };
-            let png = crate::util::png::encode_png(&pixels, 3, w, w).map_err(|m| Error::data(path, m))?;
-            crate::util::fs::atomic_write(path, &png)?;
+        let y = CycleGan::translate(g, &x, n, side, device);
+        let mut recs = back.map(|b| to_images(&CycleGan::translate(b, &y, n, side, device), n, side).into_iter());
+        for (i, fake) in to_images(&y, n, side).into_iter().enumerate() {
+            let input = Img { h: side, w: side, chw: set.image(i).to_vec() };
+            f(c * 16 + i, input, fake, recs.as_mut().and_then(Iterator::next))?;
         }
     }
-    Ok(targets)
+    Ok(())
+}
+
+/// Writes `img` as a PNG, resized to `size` when given.
+fn write_png(path: &Path, img: &Img, size: Option<usize>) -> Result<()> {
+    let (w, pixels) = match size {
+        Some(s) if s != img.w => {
+            let mut buf = Vec::new();
+            resize_bilinear(&img.chw, 3, img.h, img.w, s, &mut buf);
+            (s, buf)
+        }
+        _ => (img.w, img.chw.clone()),
+    };
+    let png = crate::util::png::encode_png(&pixels, 3, w, w).map_err(|m| Error::data(path, m))?;
+    crate::util::fs::atomic_write(path, &png)
+}
+
+/// What the test page says about where its images come from.
+pub struct PageInfo<'a> {
+    pub checkpoint: &'a Path,
+    pub direction: Direction,
+}
+
+/// pytorch-CycleGAN's test page: translates `files` with `g` into `OUT/NAME.png`
+/// as [`translate_files`] does, writes each input and the reconstruction of its
+/// translation by `back` (the other generator) beside them as
+/// `OUT/page/NAME.input.png` and `OUT/page/NAME.reconstruction.png`, and
+/// `OUT/index.html` showing the three side by side. Returns the page's path.
+#[allow(clippy::too_many_arguments)]
+pub fn translate_page(
+    g: &VitUnet,
+    back: &VitUnet,
+    config: &VitUnetConfig,
+    files: &[PathBuf],
+    out: &Path,
+    size: Option<usize>,
+    info: PageInfo,
+    device: &Device,
+) -> Result<PathBuf> {
+    let targets = output_names(files, out)?;
+    let page = out.join("page");
+    std::fs::create_dir_all(&page).map_err(|e| Error::io(&page, e))?;
+    let mut rows = Vec::new();
+    translate_chunks(g, Some(back), config.image_size, files, device, |i, input, fake, rec| {
+        let name = targets[i].file_stem().expect("named by output_names").to_string_lossy().into_owned();
+        let (real_file, rec_file) = (format!("{name}.input.png"), format!("{name}.reconstruction.png"));
+        write_png(&page.join(&real_file), &input, size)?;
+        write_png(&targets[i], &fake, size)?;
+        write_png(&page.join(&rec_file), &rec.expect("a back generator"), size)?;
+        rows.push((
+            files[i].display().to_string(),
+            format!("page/{real_file}"),
+            format!("{name}.png"),
+            format!("page/{rec_file}"),
+        ));
+        Ok(())
+    })?;
+    let (there, back_name) = match info.direction {
+        Direction::AToB => ("G_A (A -> B)", "G_B"),
+        Direction::BToA => ("G_B (B -> A)", "G_A"),
+    };
+    let mut html = format!(
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>vitlab translate: {t}</title>\n<style>\
+         body{{font-family:sans-serif;margin:2em}} td{{padding:4px;vertical-align:top}} img{{image-rendering:pixelated;width:{w}px}}\
+         </style></head><body>\n<h1>vitlab translate</h1>\n<p>{n} image(s) through {there} of <code>{t}</code>; \
+         reconstruction: {back_name} of the translation.</p>\n<table>\n<tr><th>input file</th><th>input</th>\
+         <th>translation</th><th>reconstruction</th></tr>\n",
+        t = escape(&info.checkpoint.display().to_string()),
+        w = size.unwrap_or(config.image_size).max(128),
+        n = rows.len(),
+    );
+    for (file, real, fake, rec) in &rows {
+        html.push_str(&format!(
+            "<tr><td>{}</td><td><img src=\"{}\"></td><td><img src=\"{}\"></td><td><img src=\"{}\"></td></tr>\n",
+            escape(file),
+            url(real),
+            url(fake),
+            url(rec)
+        ));
+    }
+    html.push_str("</table>\n</body></html>\n");
+    let index = out.join("index.html");
+    crate::util::fs::atomic_write(&index, html.as_bytes())?;
+    Ok(index)
+}
+
+/// Text for HTML.
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// A relative path as a URL: bytes outside `A-Za-z0-9-._~/` percent-encoded.
+fn url(path: &str) -> String {
+    path.bytes()
+        .map(|b| if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outputs_keep_the_whole_stem_of_inputs_named_with_several_dots() {
+        let out = Path::new("out");
+        let files: Vec<PathBuf> =
+            ["cat.4001.jpg", "cat.4002.jpg", "dir/noext", "DOG.JPG", "a.b.c.png"].map(PathBuf::from).to_vec();
+        let names = output_names(&files, out).unwrap();
+        let want = ["out/cat.4001.png", "out/cat.4002.png", "out/noext.png", "out/DOG.png", "out/a.b.c.png"];
+        assert_eq!(names, want.map(PathBuf::from));
+        // Two inputs that would write one file: an error naming both.
+        let e = output_names(&[PathBuf::from("x/a.jpg"), PathBuf::from("y/a.png")], out).unwrap_err().to_string();
+        assert!(e.contains("y/a.png") && e.contains("x/a.jpg") && e.contains("out/a.png"), "{e}");
+    }
 }
