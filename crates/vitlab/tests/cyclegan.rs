@@ -199,6 +199,28 @@ fn translate_writes_pngs_named_like_the_inputs_and_refuses_a_classifier() {
     let run = RunDir::new(dir.path().join("run"));
     let c = config(&data, &["epochs=1", "schedule.decay_epochs=1"]);
     cyclegan(train(Start::New(&c), &run, &mut Progress::silent()).unwrap());
+    // Every sample grid is also a TensorBoard image, with the PNG's own size.
+    let tb: Vec<_> = std::fs::read_dir(run.tensorboard()).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(tb.len(), 1);
+    let images: Vec<(i32, i32, usize)> = vitlab::train::tensorboard::read_events(&tb[0])
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.what {
+            Some(vitlab::train::tensorboard::What::Summary(s)) => Some(s.value),
+            _ => None,
+        })
+        .flatten()
+        .filter(|v| v.tag == "samples")
+        .filter_map(|v| match v.kind {
+            Some(vitlab::train::tensorboard::Kind::Image(i)) => Some((i.width, i.height, i.encoded_image_string.len())),
+            _ => None,
+        })
+        .collect();
+    let grids: Vec<_> = std::fs::read_dir(run.root.join("samples")).unwrap().collect();
+    assert!(!images.is_empty() && images.len() == grids.len(), "{} images for {} grids", images.len(), grids.len());
+    let first = image::open(grids[0].as_ref().unwrap().path()).unwrap();
+    assert!(images.iter().all(|&(w, h, n)| (w as u32, h as u32) == (first.width(), first.height()) && n > 0));
+
     let device = Device::flex();
     let (g, gc, from) = load_generator(&run.root, Direction::AToB, &device).unwrap();
     assert_eq!(from, run.best());

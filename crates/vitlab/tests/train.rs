@@ -123,7 +123,38 @@ fn resumes_exactly(extra: &[&str]) -> (RunDir, tempfile::TempDir) {
     assert_eq!(metrics_without_timing(&whole), metrics_without_timing(&parts));
     assert_eq!(a.test, b.test);
     assert_eq!(a.best_val_acc, b.best_val_acc);
+    // TensorBoard shows the same curves: the resumed session's file starts past the
+    // checkpoint, and what the interrupted one logged up to there is kept.
+    for tag in ["step/loss", "step/lr", "train/train_loss", "val/val_acc", "blocks/act_rms/0"] {
+        let (w, p) = (tensorboard_scalars(&whole, tag), tensorboard_scalars(&parts, tag));
+        assert!(!w.is_empty(), "{tag} is logged");
+        assert_eq!(w, p, "{tag}");
+    }
+    assert_eq!(tensorboard_scalars(&whole, "step/loss").len(), 12);
     (whole, dir)
+}
+
+/// `(step, value)` of one scalar over a run's event files in the order TensorBoard
+/// reads them, with its purge: `SessionLog.START` at step S drops the earlier events
+/// at S or later.
+fn tensorboard_scalars(run: &RunDir, tag: &str) -> Vec<(i64, f32)> {
+    use vitlab::train::tensorboard::{read_events, Kind, What};
+    let mut files: Vec<_> = std::fs::read_dir(run.tensorboard()).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    let mut out: Vec<(i64, f32)> = Vec::new();
+    for f in files {
+        for e in read_events(&f).unwrap() {
+            match e.what {
+                Some(What::SessionLog(l)) if l.status == 1 => out.retain(|(s, _)| *s < e.step),
+                Some(What::Summary(s)) => out.extend(s.value.iter().filter(|v| v.tag == tag).filter_map(|v| match v.kind {
+                    Some(Kind::SimpleValue(x)) => Some((e.step, x)),
+                    _ => None,
+                })),
+                _ => {}
+            }
+        }
+    }
+    out
 }
 
 #[test]

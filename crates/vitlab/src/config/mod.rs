@@ -33,6 +33,8 @@ pub struct ExperimentConfig {
     pub max_steps: usize,
     /// Early stopping: epochs without a validation-accuracy gain (0: off).
     pub patience: usize,
+    /// Also write TensorBoard event files (`RUN_DIR/tensorboard/`).
+    pub tensorboard: bool,
     pub model: ModelSection,
     pub data: DataSection,
     pub augment: Augment,
@@ -57,6 +59,7 @@ impl Default for ExperimentConfig {
             precision: Precision::Fp32,
             max_steps: 0,
             patience: 0,
+            tensorboard: true,
             model: ModelSection::default(),
             data: DataSection::default(),
             augment: Augment::standard(),

@@ -127,6 +127,8 @@ pub struct CycleGan {
     pub fid_note: Option<String>,
     pub last_fid: Option<(f64, f64)>,
     samples_dir: PathBuf,
+    /// Sample grids written since TensorBoard last took them.
+    new_samples: Vec<(String, PathBuf)>,
 }
 
 /// The four networks' checkpoint prefixes, in the optimiser order.
@@ -174,6 +176,7 @@ impl CycleGan {
             fid_note,
             last_fid: None,
             samples_dir: run.root.join("samples"),
+            new_samples: Vec::new(),
         })
     }
 
@@ -446,9 +449,15 @@ impl Task for CycleGan {
         let every = ((total_steps as f64 * frac).round() as u64).max(1);
         if step % every == 0 || step == total_steps {
             std::fs::create_dir_all(&self.samples_dir).map_err(|e| Error::io(&self.samples_dir, e))?;
-            self.write_samples(&self.samples_dir.join(format!("step_{step:07}.png")))?;
+            let path = self.samples_dir.join(format!("step_{step:07}.png"));
+            self.write_samples(&path)?;
+            self.new_samples.push(("samples".into(), path));
         }
         Ok(())
+    }
+
+    fn take_images(&mut self) -> Vec<(String, PathBuf)> {
+        std::mem::take(&mut self.new_samples)
     }
 }
 

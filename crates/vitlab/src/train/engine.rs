@@ -19,6 +19,7 @@ use super::checkpoint::Checkpoint;
 use super::csv::{fmt, CsvLog};
 use super::optim::{learning_rate, GradStats};
 use super::progress::Observer;
+use super::tensorboard::{self, EventWriter};
 use super::RunDir;
 use crate::config::ExperimentConfig;
 use crate::tensor_file::TensorMap;
@@ -239,6 +240,11 @@ pub trait Task {
     fn after_step(&mut self, _step: u64, _total_steps: u64) -> Result<()> {
         Ok(())
     }
+    /// Images written since the last call (e.g. sample grids): a tag and a PNG
+    /// file each, for TensorBoard.
+    fn take_images(&mut self) -> Vec<(String, std::path::PathBuf)> {
+        Vec::new()
+    }
 }
 
 /// How a call to [`run_loop`] ended.
@@ -252,18 +258,19 @@ pub struct LoopOutcome {
     pub best_score: Option<f64>,
 }
 
-/// The run's three CSV files.
+/// The run's three CSV files, and its TensorBoard events when `tensorboard = true`.
 struct Logs {
     metrics: CsvLog,
     steps: CsvLog,
     blocks: CsvLog,
+    tensorboard: Option<EventWriter>,
 }
 
 pub const BLOCKS_HEADER: &str = "step,block,grad_norm,act_rms,max_attn_logit";
 
 impl Logs {
     /// Opens the files of `run`, keeping only the rows written before `state`.
-    fn open<T: Task>(task: &T, run: &RunDir, state: &LoopState) -> Result<Logs> {
+    fn open<T: Task>(task: &T, config: &ExperimentConfig, run: &RunDir, state: &LoopState) -> Result<Logs> {
         let (done_epochs, done_steps) = (state.epoch, state.step);
         let header = |parts: &[&[String]]| parts.concat().join(",");
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
@@ -279,16 +286,39 @@ impl Logs {
         let before = |f: &[&str]| f[0].parse::<u64>().is_ok_and(|s| s <= done_steps);
         let steps = CsvLog::open(&run.steps(), &steps_header, before)?;
         let blocks = CsvLog::open(&run.blocks(), BLOCKS_HEADER, before)?;
-        Ok(Logs { metrics, steps, blocks })
+        let tensorboard = match config.tensorboard {
+            // A resumed run's file starts at the step after its checkpoint: TensorBoard then
+            // drops what earlier files logged past the checkpoint (see train/tensorboard.rs).
+            true => {
+                let mut w = EventWriter::create(&run.tensorboard(), (done_steps > 0).then_some(done_steps + 1))?;
+                w.summary(done_steps, vec![tensorboard::text("config", &config.to_toml())]);
+                Some(w)
+            }
+            false => None,
+        };
+        Ok(Logs { metrics, steps, blocks, tensorboard })
     }
 
     /// The first write error, once, through the observer (metrics are best effort
     /// once a run is going: a full disk must not end training; checkpoints fail loudly).
     fn report(&mut self, observer: &mut dyn Observer) {
-        for log in [&mut self.metrics, &mut self.steps, &mut self.blocks] {
-            if let Some(e) = log.take_error() {
-                observer.message(&format!("warning: {e}; the run goes on"));
-            }
+        let tb = self.tensorboard.as_mut().and_then(EventWriter::take_error);
+        let csv = [&mut self.metrics, &mut self.steps, &mut self.blocks].into_iter().filter_map(|l| l.take_error());
+        for e in csv.chain(tb) {
+            observer.message(&format!("warning: {e}; the run goes on"));
+        }
+    }
+
+    /// Scalars `GROUP/NAME` at `step`, the NaNs (columns without a value) left out.
+    fn scalars(&mut self, step: u64, group: &str, names: &[String], values: &[f64]) {
+        if let Some(tb) = &mut self.tensorboard {
+            let values = names
+                .iter()
+                .zip(values)
+                .filter(|(_, v)| !v.is_nan())
+                .map(|(n, &v)| tensorboard::scalar(&format!("{group}/{n}"), v))
+                .collect();
+            tb.summary(step, values);
         }
     }
 }
@@ -329,11 +359,12 @@ pub fn run_loop<T: Task>(
         }
         None => LoopState::default(),
     };
-    let logs = Logs::open(task, run, &state)?;
+    let logs = Logs::open(task, config, run, &state)?;
     let epochs = config.epochs.max(1);
     let total_steps = if config.max_steps > 0 { config.max_steps as u64 } else { (epochs * batches) as u64 };
     let mut l = Loop {
         // The task's columns, asked once: the loop names values with them every step and epoch.
+        step_columns: task.step_columns(),
         train_columns: task.train_columns(),
         val_columns: task.validation_columns(),
         selection: task.selection(),
@@ -366,6 +397,10 @@ pub fn run_loop<T: Task>(
         // Stopped mid-epoch: make `latest` the state at the last step.
         l.save(&run.latest())?;
     }
+    if let Some(tb) = &mut l.logs.tensorboard {
+        tb.flush();
+    }
+    l.logs.report(l.observer);
     l.observer.finish();
     l.state.elapsed_s = l.elapsed();
     let best_score = l.state.best_score(l.selection.as_ref());
@@ -380,6 +415,7 @@ struct Loop<'a, T: Task> {
     observer: &'a mut dyn Observer,
     logs: Logs,
     state: LoopState,
+    step_columns: Vec<String>,
     train_columns: Vec<String>,
     val_columns: Vec<String>,
     selection: Option<Selection>,
@@ -449,6 +485,7 @@ impl<T: Task> Loop<'_, T> {
             let rate = s.epoch_count as f64 / s.epoch_seconds.max(1e-9);
             self.observer.step(s.step, out.loss, &self.train_columns, &epoch_means(s), rate);
             self.task.after_step(self.state.step, self.total_steps)?;
+            self.log_images(self.state.step);
             let every = self.config.checkpoint.every_steps as u64;
             if every > 0 && self.state.step % every == 0 && self.state.batch < self.batches {
                 self.save(&self.run.latest())?;
@@ -458,13 +495,27 @@ impl<T: Task> Loop<'_, T> {
         Ok(None)
     }
 
-    /// steps.csv and blocks.csv rows of one step.
+    /// steps.csv and blocks.csv rows of one step (and their TensorBoard scalars).
     fn log_step(&mut self, ctx: &StepContext, out: &StepOutput) {
         let row: Vec<String> =
             [ctx.step.to_string(), ctx.epoch.to_string()].into_iter().chain(out.values.iter().map(|&v| fmt(v))).collect();
         self.logs.steps.row(&row);
+        self.logs.scalars(ctx.step, "step", &self.step_columns, &out.values);
         for (i, b) in out.blocks.iter().enumerate() {
             self.logs.blocks.row(&[ctx.step.to_string(), i.to_string(), fmt(b.grad_norm), fmt(b.act_rms), fmt(b.max_attn_logit)]);
+            let names = ["grad_norm", "act_rms", "max_attn_logit"].map(|n| format!("{n}/{i}"));
+            self.logs.scalars(ctx.step, "blocks", &names, &[b.grad_norm, b.act_rms, b.max_attn_logit]);
+        }
+    }
+
+    /// The images the task wrote at `step` (sample grids), as TensorBoard images.
+    fn log_images(&mut self, step: u64) {
+        if let Some(tb) = &mut self.logs.tensorboard {
+            for (tag, path) in self.task.take_images() {
+                if let Some(image) = png_image(&tag, &path) {
+                    tb.summary(step, vec![image]);
+                }
+            }
         }
     }
 
@@ -513,12 +564,29 @@ impl<T: Task> Loop<'_, T> {
         row.extend(train.iter().chain(&val_values).map(|&v| fmt(v)));
         row.extend([fmt(lr), format!("{:.3}", s.epoch_seconds), format!("{images_per_s:.1}")]);
         self.logs.metrics.row(&row);
+        let step = s.step;
+        self.logs.scalars(step, "train", &self.train_columns, &train);
+        self.logs.scalars(step, "val", &self.val_columns, &val_values);
+        self.logs.scalars(step, "epoch", &["lr".into(), "images_per_s".into()], &[lr, images_per_s]);
+        if let Some(tb) = &mut self.logs.tensorboard {
+            tb.flush();
+        }
         let named = |names: &[String], values: &[f64]| -> Vec<String> {
             names.iter().zip(values).filter(|(_, v)| !v.is_nan()).map(|(n, v)| format!("{n} {v:.4}")).collect()
         };
         let detail = [named(&self.train_columns, &train), named(&self.val_columns, &val_values)].concat().join(" ");
         self.observer.epoch_done(epoch, self.epochs, &detail, images_per_s);
     }
+}
+
+/// An image event from a PNG file (its size read from the IHDR chunk); `None`
+/// when the file cannot be read as a PNG (the run goes on without it).
+fn png_image(tag: &str, path: &Path) -> Option<tensorboard::Value> {
+    let bytes = std::fs::read(path).ok()?;
+    let dim = |at: usize| Some(u32::from_be_bytes(bytes.get(at..at + 4)?.try_into().ok()?) as usize);
+    (bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.get(12..16) == Some(b"IHDR")).then_some(())?;
+    let (w, h) = (dim(16)?, dim(20)?);
+    Some(tensorboard::image(tag, bytes, h, w))
 }
 
 /// The epoch means so far of the training columns.

@@ -17,6 +17,7 @@ pub(crate) mod optim;
 pub mod predict;
 pub mod preview;
 pub mod progress;
+pub mod tensorboard;
 mod translate;
 
 use std::fs;
@@ -76,6 +77,10 @@ impl RunDir {
     }
     pub fn results(&self) -> PathBuf {
         self.root.join("results.json")
+    }
+    /// TensorBoard event files (`tensorboard = true`), one per session of the run.
+    pub fn tensorboard(&self) -> PathBuf {
+        self.root.join("tensorboard")
     }
     /// Why a sweep's run failed (written by the sweep, removed when the run succeeds).
     pub fn error(&self) -> PathBuf {
