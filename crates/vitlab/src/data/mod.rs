@@ -92,7 +92,7 @@ impl ImageSet {
     /// A deterministic synthetic dataset for tests and demos: each class is a
     /// distinct colour/stripe pattern plus noise, so a model can learn it.
     pub fn synthetic(n: usize, classes: usize, size: usize, seed: u64) -> ImageSet {
-        let mut rng = crate::util::Rng::keyed(&[seed, 0x53_594E]);
+        let mut rng = crate::util::Rng::keyed(&[seed, 0x0053_594E]);
         let mut pixels = Vec::with_capacity(n * 3 * size * size);
         let mut labels = Vec::with_capacity(n);
         for i in 0..n {

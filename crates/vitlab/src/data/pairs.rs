@@ -178,7 +178,7 @@ impl UnpairedData {
                 shuffle: true,
                 drop_last: true,
                 workers,
-                seed: Rng::keyed(&[config.seed, 0xD0_3A1, domain]).next_u64(),
+                seed: Rng::keyed(&[config.seed, 0x000D_03A1, domain]).next_u64(),
                 label_smoothing: 0.0,
                 load_size: config.load_size,
                 epoch_images,

@@ -102,7 +102,7 @@ fn limit_stratified(indices: &[usize], labels: &[u32], limit: usize, seed: u64) 
         return indices.to_vec();
     }
     let sub: Vec<u32> = indices.iter().map(|&i| labels[i]).collect();
-    let (_, keep) = stratified_split(&sub, limit, seed ^ 0x4C49_4D49_54);
+    let (_, keep) = stratified_split(&sub, limit, seed ^ 0x004C_494D_4954);
     let mut kept: Vec<usize> = keep.into_iter().map(|j| indices[j]).collect();
     kept.sort_unstable();
     kept
