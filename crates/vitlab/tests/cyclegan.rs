@@ -95,7 +95,7 @@ fn a_stopped_and_resumed_cyclegan_run_equals_an_uninterrupted_one() {
     let parts = RunDir::new(dir.path().join("parts"));
     let c = config(&data, &[]);
     let a = cyclegan(train(Start::New(&c), &whole, &mut Progress::silent()).unwrap());
-    assert_eq!((a.exit_cause.clone(), a.epochs, a.steps), (ExitCause::Completed, 2, 6));
+    assert_eq!((a.exit_cause, a.epochs, a.steps), (ExitCause::Completed, 2, 6));
 
     // Stop mid-epoch (after step 4 of 6), then resume to the end.
     let first = config(&data, &["max_steps=4"]);
@@ -378,7 +378,7 @@ fn a_cyclegan_sweep_of_two_cells_and_two_seeds_runs_and_reports() {
         assert!(s.params > 0);
     }
     // The report tabulates both cells over their two seeds.
-    let runs = load_runs(&[root.clone()]).unwrap();
+    let runs = load_runs(std::slice::from_ref(&root)).unwrap();
     assert_eq!(runs.len(), 4);
     let report = GanReport::build("gan sweep", runs, None).unwrap();
     let files = report.write(&dir.path().join("report")).unwrap();

@@ -290,7 +290,8 @@ fn generator_weights_round_trip_under_pytorch_names() {
 #[test]
 fn invalid_generator_configurations_name_the_field() {
     let device = device();
-    let cases: [(&str, fn(&mut VitUnetConfig)); 5] = [
+    type Case = (&'static str, fn(&mut VitUnetConfig));
+    let cases: [Case; 5] = [
         ("generator.depth", |c| c.depth = 8),
         ("generator.dim", |c| c.dim = 36),
         ("generator.heads", |c| c.heads = 3),

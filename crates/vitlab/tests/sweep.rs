@@ -156,7 +156,7 @@ fn the_report_of_a_sweep_tabulates_every_cell_and_draws_the_figures() {
     assert_eq!(summary.runs.len(), 8);
     assert_eq!(summary.failed(), 0);
 
-    let runs = report::load_runs(&[root.clone()]).unwrap();
+    let runs = report::load_runs(std::slice::from_ref(&root)).unwrap();
     assert_eq!(runs.len(), 8);
     let r = Report::build("test sweep", runs, None).unwrap();
     assert_eq!(r.keys, ["model.block", "optim.lr"]);
@@ -208,7 +208,7 @@ fn the_report_of_a_sweep_tabulates_every_cell_and_draws_the_figures() {
 
     // An explicit baseline (values normalised like the config's); runs found
     // without their sweep's manifest get labels from their configs.
-    let runs: Vec<_> = report::load_runs(&[root.clone()])
+    let runs: Vec<_> = report::load_runs(std::slice::from_ref(&root))
         .unwrap()
         .into_iter()
         .map(|mut r| {
@@ -239,7 +239,7 @@ fn the_report_of_a_sweep_tabulates_every_cell_and_draws_the_figures() {
     for f in ["config.toml", "steps.csv"] {
         std::fs::copy(src.join(f), copy.join(f)).unwrap();
     }
-    let runs = report::load_runs(&[root.clone()]).unwrap();
+    let runs = report::load_runs(std::slice::from_ref(&root)).unwrap();
     assert_eq!(runs.len(), 9);
     let r4 = Report::build("t", runs, None).unwrap();
     let cell = r4.cells.iter().find(|c| c.label == "block=vit, lr=0.001").unwrap();

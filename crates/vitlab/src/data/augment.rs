@@ -219,7 +219,7 @@ impl Augment {
                 ))
             }
         };
-        let mixup = self.mixes().then(|| Mixup {
+        let mixup = self.mixes().then_some(Mixup {
             mixup_alpha: self.mixup_alpha,
             cutmix_alpha: self.cutmix_alpha,
             cutmix_minmax: None,

@@ -221,7 +221,7 @@ pub struct Batch {
 pub fn parse_binary_batch(bytes: &[u8], hundred: bool, path: &Path) -> Result<Batch> {
     let labels = if hundred { 2 } else { 1 };
     let rec = labels + PIXELS;
-    if bytes.is_empty() || bytes.len() % rec != 0 {
+    if bytes.is_empty() || !bytes.len().is_multiple_of(rec) {
         return Err(Error::data(
             path,
             format!(

@@ -20,7 +20,7 @@ use crate::util::png::encode_png;
 use crate::{Error, Result};
 
 /// What [`make_unpaired`] builds.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Default)]
 pub struct UnpairedOptions {
     /// The class of domain A, matched exactly against the dataset's class names.
     pub a: String,
@@ -38,12 +38,6 @@ pub struct UnpairedOptions {
     pub seed: u64,
     /// Threads for encoding the PNG files; 0 uses every core.
     pub threads: usize,
-}
-
-impl Default for UnpairedOptions {
-    fn default() -> Self {
-        UnpairedOptions { a: String::new(), b: String::new(), size: None, limit_train: 0, limit_test: 0, seed: 0, threads: 0 }
-    }
 }
 
 /// One folder written: `trainA`, `trainB`, `testA` or `testB`.

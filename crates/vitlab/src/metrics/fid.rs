@@ -38,7 +38,7 @@ impl FeatureAccumulator {
     /// Adds a batch of feature vectors, `rows x dim` row-major.
     pub fn add(&mut self, rows: &[f32]) -> Result<()> {
         let d = self.dim;
-        if d == 0 || rows.len() % d != 0 {
+        if d == 0 || !rows.len().is_multiple_of(d) {
             return Err(Error::Metric {
                 what: format!("FID features of {}", self.name),
                 message: format!("a batch of {} values is not a whole number of {d}-dimensional vectors", rows.len()),

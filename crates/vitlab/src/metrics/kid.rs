@@ -37,6 +37,7 @@ pub struct Kid {
 
 /// KID of features `a` (`na x dim`) and `b` (`nb x dim`), row-major float32.
 /// `names` name the two sets in errors.
+#[allow(clippy::too_many_arguments)] // torch-fidelity's KID parameters, one argument each
 pub fn kid(
     a: &[f32],
     b: &[f32],
@@ -48,7 +49,7 @@ pub fn kid(
     device: &Device,
 ) -> Result<Kid> {
     let err = |m: String| Error::Metric { what: format!("KID of {} and {}", names.0, names.1), message: m };
-    if dim == 0 || a.len() % dim != 0 || b.len() % dim != 0 {
+    if dim == 0 || !a.len().is_multiple_of(dim) || !b.len().is_multiple_of(dim) {
         return Err(err(format!("features are not whole {dim}-dimensional vectors")));
     }
     if subsets == 0 || subset_size < 2 {

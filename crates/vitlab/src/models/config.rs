@@ -263,7 +263,7 @@ impl ModelConfig {
                 return Err(Error::config(field, "must be at least 1"));
             }
         }
-        if self.image_size % self.patch_size != 0 {
+        if !self.image_size.is_multiple_of(self.patch_size) {
             return Err(Error::config(
                 "model.image_size",
                 format!(
@@ -272,7 +272,7 @@ impl ModelConfig {
                 ),
             ));
         }
-        if self.dim % self.heads != 0 {
+        if !self.dim.is_multiple_of(self.heads) {
             return Err(Error::config("model.heads", format!("width {} is not divisible by {} heads", self.dim, self.heads)));
         }
         if !(self.norm_eps > 0.0 && self.norm_eps.is_finite()) {

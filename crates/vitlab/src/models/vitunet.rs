@@ -166,7 +166,7 @@ impl VitUnetConfig {
                 return Err(Error::config(field, "must be at least 1"));
             }
         }
-        if self.depth % 6 != 0 {
+        if !self.depth.is_multiple_of(6) {
             return Err(Error::config(
                 "generator.depth",
                 format!("depth {} is not a multiple of 6 (7 stages of depth/6 blocks)", self.depth),
@@ -177,13 +177,13 @@ impl VitUnetConfig {
                 return Err(Error::config(field, format!("{value} is not a multiple of 8 (the bottleneck runs at 1/8 of it)")));
             }
         }
-        if (self.dim / 8) % self.heads != 0 {
+        if !(self.dim / 8).is_multiple_of(self.heads) {
             return Err(Error::config(
                 "generator.heads",
                 format!("the bottleneck width {} (dim/8) is not divisible by {} heads", self.dim / 8, self.heads),
             ));
         }
-        if self.image_size % self.patch_size != 0 {
+        if !self.image_size.is_multiple_of(self.patch_size) {
             return Err(Error::config(
                 "generator.image_size",
                 format!("image size {} is not divisible by the patch size {}", self.image_size, self.patch_size),

@@ -758,7 +758,7 @@ impl Report {
                     c.label.clone(),
                     r.config.seed.to_string(),
                     match (r.status, res) {
-                        (RunStatus::Finished, Some(x)) => serde_json::to_value(&x.exit_cause)
+                        (RunStatus::Finished, Some(x)) => serde_json::to_value(x.exit_cause)
                             .ok()
                             .and_then(|v| v.as_str().map(str::to_string))
                             .unwrap_or_default(),

@@ -224,9 +224,12 @@ impl Ranged for Categories {
     }
 }
 
-/// Grouped bars with error bars: (label, top-1 (mean, std), top-5 (mean, std)).
+/// A bar's label, top-1 (mean, std) and top-5 (mean, std).
+type Bar = (String, (f64, f64), Option<(f64, f64)>);
+
+/// Grouped bars with error bars.
 struct Accuracy {
-    bars: Vec<(String, (f64, f64), Option<(f64, f64)>)>,
+    bars: Vec<Bar>,
 }
 
 impl Accuracy {

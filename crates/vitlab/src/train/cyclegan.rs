@@ -367,7 +367,7 @@ impl Task for CycleGan {
         let Some(fid) = &self.fid else { return Ok(None) };
         let (Some(ta), Some(tb)) = (&self.data.test_a, &self.data.test_b) else { return Ok(None) };
         // Measured every fid_every epochs and after the last.
-        if epochs_done % self.config.cyclegan.fid_every != 0 && epochs_done != self.config.epochs {
+        if !epochs_done.is_multiple_of(self.config.cyclegan.fid_every) && epochs_done != self.config.epochs {
             return Ok(None);
         }
         let inner = self.device.clone().inner();
@@ -447,7 +447,7 @@ impl Task for CycleGan {
             return Ok(());
         }
         let every = ((total_steps as f64 * frac).round() as u64).max(1);
-        if step % every == 0 || step == total_steps {
+        if step.is_multiple_of(every) || step == total_steps {
             std::fs::create_dir_all(&self.samples_dir).map_err(|e| Error::io(&self.samples_dir, e))?;
             let path = self.samples_dir.join(format!("step_{step:07}.png"));
             self.write_samples(&path)?;

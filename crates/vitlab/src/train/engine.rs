@@ -487,7 +487,7 @@ impl<T: Task> Loop<'_, T> {
             self.task.after_step(self.state.step, self.total_steps)?;
             self.log_images(self.state.step);
             let every = self.config.checkpoint.every_steps as u64;
-            if every > 0 && self.state.step % every == 0 && self.state.batch < self.batches {
+            if every > 0 && self.state.step.is_multiple_of(every) && self.state.batch < self.batches {
                 self.save(&self.run.latest())?;
             }
             self.logs.report(self.observer);
