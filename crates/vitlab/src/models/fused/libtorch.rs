@@ -5,7 +5,7 @@
 
 use burn::backend::tensor::FloatTensor;
 
-use super::{ConvGrads, ConvSaved, FusedKernels, LnGrads};
+use super::{attn_backward, attn_forward, ConvGrads, ConvSaved, FusedKernels, LnGrads};
 
 /// LibTorch: the kernels PyTorch eager runs for `nn.LayerNorm` and, on CPU,
 /// `scaled_dot_product_attention` (flash attention forward and backward).
