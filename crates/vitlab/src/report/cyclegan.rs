@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use plotters::prelude::*;
 use serde::Serialize;
 
-use super::{collect_dirs, is_run, same_value, short_names, MeanStd};
+use super::cells::{same_value, short_names, MeanStd};
+use super::runs::{collect_dirs, is_run};
 use crate::config::{flatten_config, ExperimentConfig, TaskKind};
 use crate::stats::welch_t_test;
 use crate::train::cyclegan::Results;
