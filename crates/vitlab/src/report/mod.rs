@@ -9,7 +9,7 @@
 //! `cells.rs` groups runs into cells by the config keys that differ between
 //! them (the seed aside) and resolves the baseline; `render.rs` holds the
 //! document ([`Block`]), its markdown and HTML renderers and the number
-//! formatters; `plot.rs` the figures. This file holds [`Report`]:
+//! formatters; `plot/` the figures. This file holds [`Report`]:
 //! [`Report::build`] computes every cell's numbers, [`Report::write`] writes
 //! `report.md`, `report.html` (the same content), `report.json` (the numbers)
 //! and `figures/`, and `document` assembles the sections.
