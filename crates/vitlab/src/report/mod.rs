@@ -2,7 +2,7 @@
 //! t-test against a baseline cell, parameter counts: the paper's Table 1 and
 //! Figure 2 as numbers), the stability table (explosions over seeds, percentiles
 //! of the per-step monitors: Figure 1 as numbers), and figures (PNG and SVG).
-//! CycleGAN runs have their own report ([`cyclegan`]).
+//! CycleGAN runs have their own report ([`cyclegan`]) built from the same parts.
 //!
 //! The files: `runs.rs` reads run directories ([`load_runs`]: a `config.toml`
 //! beside a `results.json`, an `error.txt`, a checkpoint or steps.csv);

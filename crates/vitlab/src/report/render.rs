@@ -21,6 +21,11 @@ pub enum Block {
         path: String,
         alt: String,
     },
+    /// An image at `src` (relative to the report), shown as it is.
+    Picture {
+        src: String,
+        alt: String,
+    },
 }
 
 impl Block {
@@ -144,6 +149,7 @@ pub fn render_markdown(doc: &[Block]) -> String {
             Block::Image { path, alt } => {
                 out.push_str(&format!("![{alt}](figures/{path}.png)\n\n*{alt}* ([SVG](figures/{path}.svg))\n\n"));
             }
+            Block::Picture { src, alt } => out.push_str(&format!("![{alt}]({src})\n\n")),
         }
     }
     out
@@ -199,6 +205,9 @@ pub fn render_html(title: &str, doc: &[Block]) -> String {
                 a = escape(alt),
                 c = inline(alt)
             )),
+            Block::Picture { src, alt } => {
+                out.push_str(&format!("<figure><img src=\"{}\" alt=\"{}\"></figure>\n", escape(src), escape(alt)))
+            }
         }
     }
     out.push_str("</body>\n</html>\n");

@@ -1,11 +1,15 @@
 //! The training curves: the classification report's training loss per step
-//! (window means) and validation accuracy per epoch of every run.
+//! (window means) and validation accuracy per epoch of every run, and the
+//! CycleGAN report's generators' loss per epoch of every run.
+
+use std::path::Path;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{caption_style, color, err, legend, loss_label, Draw, DrawResult, LIGHT};
+use super::{caption_style, color, err, legend, loss_label, render, Draw, DrawResult, Figure, LIGHT};
 use crate::report::{Report, RunRecord};
+use crate::Result;
 
 /// One run's training curves.
 struct CurveSeries {
@@ -170,6 +174,48 @@ impl Draw for Curves {
         self.loss_panel(&panels[0])?;
         self.val_panel(&panels[1])
     }
+}
+
+/// The CycleGAN generators' total loss per epoch, one line per run, coloured by cell.
+struct GanLosses<'a> {
+    /// (cell, (epoch, loss) points) per run.
+    lines: &'a [(usize, Vec<(f64, f64)>)],
+    /// The cells' labels.
+    labels: &'a [String],
+}
+
+impl Draw for GanLosses<'_> {
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> DrawResult {
+        let (xmax, ymax) = self.lines.iter().flat_map(|(_, l)| l).fold((1.0f64, 0.0f64), |(x, y), p| (x.max(p.0), y.max(p.1)));
+        let mut chart = ChartBuilder::on(area)
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(50)
+            .build_cartesian_2d(0.0..xmax, 0.0..(ymax * 1.05).max(1e-9))
+            .map_err(err)?;
+        chart.configure_mesh().x_desc("epoch").y_desc("generators' loss").light_line_style(LIGHT).draw().map_err(err)?;
+        let mut labelled = vec![false; self.labels.len()];
+        for (cell, line) in self.lines {
+            let c = color(*cell);
+            let drawn = chart.draw_series(LineSeries::new(line.iter().copied(), c.stroke_width(2))).map_err(err)?;
+            if !std::mem::replace(&mut labelled[*cell], true) {
+                drawn
+                    .label(self.labels[*cell].clone())
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
+            }
+        }
+        if labelled.contains(&true) {
+            legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+        }
+        Ok(())
+    }
+}
+
+/// Draws the CycleGAN report's `losses` figure into `dir`: `lines` holds
+/// (cell index into `labels`, (epoch, generators' loss) points) per run.
+pub(crate) fn gan_losses(lines: &[(usize, Vec<(f64, f64)>)], labels: &[String], dir: &Path) -> Result<Figure> {
+    render(&GanLosses { lines, labels }, "losses", (720, 420), dir)?;
+    Ok(Figure { name: "losses".into(), caption: "Generators' total loss per epoch of every run, one colour per cell".into() })
 }
 
 #[cfg(test)]

@@ -4,11 +4,13 @@
 //! names `sans-serif`. This file holds what every figure shares (colours, tick
 //! labels, the legend, the category axis), [`draw_all`] (the classification
 //! report's figures) and the accuracy bars; `stability.rs` the per-step
-//! monitor panels (stability and blocks), `curves.rs` the training curves
-//! (loss and validation accuracy).
+//! monitor panels (stability and blocks), `curves.rs` the training curves of
+//! both reports (loss and validation accuracy; the CycleGAN generators' loss).
 
 mod curves;
 mod stability;
+
+pub(crate) use curves::gan_losses;
 
 use std::path::Path;
 use std::sync::Once;
@@ -64,16 +66,6 @@ const COLORS: [(u8, u8, u8); 20] = [
     (219, 219, 141),
     (158, 218, 229),
 ];
-
-/// The colour of cell `i`, as the classification figures use it.
-pub(crate) fn cell_rgb(i: usize) -> (u8, u8, u8) {
-    COLORS[i % COLORS.len()]
-}
-
-/// Registers the bundled font for PNG text (once).
-pub(crate) fn register_font_once() {
-    register_font();
-}
 
 pub(super) fn color(i: usize) -> RGBColor {
     let (r, g, b) = COLORS[i % COLORS.len()];
