@@ -192,14 +192,8 @@ fn fid_is_measured_each_epoch_when_the_weights_are_there_and_the_reason_recorded
     assert!(run.best().exists(), "without validation, best is the latest state");
 }
 
-#[test]
-fn translate_writes_pngs_named_like_the_inputs_and_refuses_a_classifier() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = unpaired(dir.path(), 4, 2);
-    let run = RunDir::new(dir.path().join("run"));
-    let c = config(&data, &["epochs=1", "schedule.decay_epochs=1"]);
-    cyclegan(train(Start::New(&c), &run, &mut Progress::silent()).unwrap());
-    // Every sample grid is also a TensorBoard image, with the PNG's own size.
+/// Every sample grid of a CycleGAN run is also a TensorBoard image, with the PNG's own size.
+fn sample_grids_are_tensorboard_images(run: &RunDir) {
     let tb: Vec<_> = std::fs::read_dir(run.tensorboard()).unwrap().map(|e| e.unwrap().path()).collect();
     assert_eq!(tb.len(), 1);
     let images: Vec<(i32, i32, usize)> = vitlab::train::tensorboard::read_events(&tb[0])
@@ -220,6 +214,16 @@ fn translate_writes_pngs_named_like_the_inputs_and_refuses_a_classifier() {
     assert!(!images.is_empty() && images.len() == grids.len(), "{} images for {} grids", images.len(), grids.len());
     let first = image::open(grids[0].as_ref().unwrap().path()).unwrap();
     assert!(images.iter().all(|&(w, h, n)| (w as u32, h as u32) == (first.width(), first.height()) && n > 0));
+}
+
+#[test]
+fn translate_writes_pngs_named_like_the_inputs_and_refuses_a_classifier() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = unpaired(dir.path(), 4, 2);
+    let run = RunDir::new(dir.path().join("run"));
+    let c = config(&data, &["epochs=1", "schedule.decay_epochs=1"]);
+    cyclegan(train(Start::New(&c), &run, &mut Progress::silent()).unwrap());
+    sample_grids_are_tensorboard_images(&run);
 
     let device = Device::flex();
     let (g, gc, from) = load_generator(&run.root, Direction::AToB, &device).unwrap();

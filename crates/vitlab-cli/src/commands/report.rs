@@ -14,7 +14,7 @@ pub struct Args {
     out: PathBuf,
     /// The cell the p-values compare against, `KEY=VALUE[,KEY=VALUE]`; each
     /// cell is compared with the cell that has these values and its other
-    /// values (default: `model.block=vit` when the block varies).
+    /// values (default: `model.block=vit` when the block varies and a vit cell exists).
     #[arg(long)]
     baseline: Option<String>,
     /// Report title.

@@ -85,28 +85,20 @@ pub fn run_spec(spec: &SweepSpec, out: &Path, jobs: usize, quiet: bool, dry_run:
     Ok(Some(summary))
 }
 
-/// Writes the report of the sweep in `input` to `out`.
+/// Writes the report of the sweep in `input` to `out` (the CycleGAN report for
+/// a CycleGAN sweep).
 pub fn write_report(input: &Path, out: &Path, title: &str, baseline: Option<&str>) -> vitlab::Result<()> {
-    let parsed = baseline.map(report::parse_baseline).transpose()?;
     let gan = report::cyclegan::load_runs(&[input.to_path_buf()])?;
     if !gan.is_empty() {
         // A CycleGAN sweep: FID_A / FID_B per cell.
-        let mut r = report::cyclegan::GanReport::build(title, gan, parsed)?;
+        let (mut r, _) = build_keeping_the_report(baseline, |b| report::cyclegan::GanReport::build(title, gan.clone(), b))?;
         r.notes.push(format!("Made by `{}`.", super::report::command_line()));
-        let written = r.write(out)?;
-        eprintln!("report: {}", written.first().map_or(out.to_path_buf(), |p| p.clone()).display());
+        r.write(out)?;
+        eprintln!("report: {}", out.join("report.md").display());
         return Ok(());
     }
     let runs = report::load_runs(&[input.to_path_buf()])?;
-    // the sweep has run: a baseline that fits no cell costs the p-values, not the report
-    let (mut r, baseline) = match Report::build(title, runs.clone(), parsed) {
-        Ok(r) => (r, baseline),
-        Err(e) if baseline.is_some() => {
-            eprintln!("report: {e}; writing the report without a baseline");
-            (Report::build(title, runs, None)?, None)
-        }
-        Err(e) => return Err(e),
-    };
+    let (mut r, baseline) = build_keeping_the_report(baseline, |b| Report::build(title, runs.clone(), b))?;
     super::report::note_not_started(&mut r, &[input.to_path_buf()])?;
     r.notes.push(format!(
         "Made by `{}`; regenerate the report alone with `vitlab report {} --out {} --title '{title}'{}`.",
@@ -118,6 +110,24 @@ pub fn write_report(input: &Path, out: &Path, title: &str, baseline: Option<&str
     r.write(out)?;
     eprintln!("report: {}", out.join("report.md").display());
     Ok(())
+}
+
+/// Builds a report with `baseline`, or, when that fails, without one: the sweep
+/// has run, so a baseline that fits no cell costs the p-values, not the report.
+/// Returns the baseline used.
+fn build_keeping_the_report<R>(
+    baseline: Option<&str>,
+    build: impl Fn(Option<Vec<(String, String)>>) -> vitlab::Result<R>,
+) -> vitlab::Result<(R, Option<&str>)> {
+    let parsed = baseline.map(report::parse_baseline).transpose()?;
+    match build(parsed) {
+        Ok(r) => Ok((r, baseline)),
+        Err(e) if baseline.is_some() => {
+            eprintln!("report: {e}; writing the report without a baseline");
+            Ok((build(None)?, None))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Prints the summary table; an error if any run failed (after everything ran).

@@ -2,18 +2,21 @@
 //! value but the seed), FID_A and FID_B as mean ± std over seeds with Welch's
 //! t-test against a baseline cell, generator and discriminator parameter
 //! counts, the generators' loss per epoch of every run (a figure), and the last
-//! sample grid of every run.
+//! sample grid of every run. Cells and the baseline come from [`super::cells`],
+//! the document is [`Block`]s rendered like the classification report's
+//! (`report.md`, `report.html`), the figure is drawn by [`super::plot`].
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use plotters::prelude::*;
 use serde::Serialize;
 
-use super::{collect_dirs, is_run, same_value, short_names, MeanStd};
+use super::cells::{self, MeanStd, Member};
+use super::plot;
+use super::render::{baseline_sentence, intro, n_cell, p_cell, pm, render_html, render_markdown, Block};
+use super::runs::{candidates, is_run, read_columns_requiring};
 use crate::config::{flatten_config, ExperimentConfig, TaskKind};
-use crate::stats::welch_t_test;
 use crate::train::cyclegan::Results;
 use crate::train::RunDir;
 use crate::util::fs::atomic_write;
@@ -31,6 +34,22 @@ pub struct GanRun {
     pub epochs: Vec<(f64, f64, f64, f64)>,
     /// The newest sample grid.
     pub last_samples: Option<PathBuf>,
+    /// The config keys its sweep's grid sets, in grid order (for ordering cell keys).
+    pub grid_keys: Vec<String>,
+    /// Its cell name in its sweep's manifest, if a sweep made it.
+    pub sweep_cell: Option<String>,
+}
+
+impl Member for GanRun {
+    fn flat(&self) -> &BTreeMap<String, String> {
+        &self.flat
+    }
+    fn grid_keys(&self) -> &[String] {
+        &self.grid_keys
+    }
+    fn sweep_cell(&self) -> Option<&str> {
+        self.sweep_cell.as_deref()
+    }
 }
 
 /// Whether `dir` is a CycleGAN run directory.
@@ -40,36 +59,20 @@ pub fn is_cyclegan_run(dir: &Path) -> bool {
 }
 
 fn read_epochs(path: &Path) -> Result<Vec<(f64, f64, f64, f64)>> {
-    let Ok(text) = fs::read_to_string(path) else { return Ok(Vec::new()) };
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
-    let col = |name: &str| header.iter().position(|h| *h == name);
-    let (e, l, a, b) = (col("epoch"), col("train_loss"), col("FID_A"), col("FID_B"));
-    let (Some(e), Some(l)) = (e, l) else {
-        return Err(Error::data(path, "metrics.csv without epoch and train_loss columns"));
-    };
-    let get = |f: &[&str], i: Option<usize>| i.and_then(|i| f.get(i)).and_then(|v| v.parse().ok()).unwrap_or(f64::NAN);
-    Ok(lines
-        .filter(|l| !l.is_empty())
-        .map(|line| {
-            let f: Vec<&str> = line.split(',').collect();
-            (get(&f, Some(e)), get(&f, Some(l)), get(&f, a), get(&f, b))
-        })
+    Ok(read_columns_requiring(path, &["epoch", "train_loss", "FID_A", "FID_B"], 2)?
+        .into_iter()
+        .filter(|r| r[0].is_finite())
+        .map(|r| (r[0], r[1], r[2], r[3]))
         .collect())
 }
 
-/// Every CycleGAN run under `roots`, by path.
+/// Every CycleGAN run under `roots`: runs of a sweep in the order of its
+/// `sweep.json`, others by path.
 pub fn load_runs(roots: &[PathBuf]) -> Result<Vec<GanRun>> {
     let mut out = Vec::new();
     for root in roots {
-        let mut dirs = Vec::new();
-        collect_dirs(root, &mut dirs)?;
-        dirs.sort();
-        for d in dirs {
-            let run = RunDir::new(&d);
-            if !is_run(&run) {
-                continue;
-            }
+        for c in candidates(root)? {
+            let run = RunDir::new(&c.dir);
             let config = ExperimentConfig::load(Some(&run.config()), &[])?;
             if config.task != TaskKind::Cyclegan {
                 continue;
@@ -81,22 +84,19 @@ pub fn load_runs(roots: &[PathBuf]) -> Result<Vec<GanRun>> {
                 ),
                 Err(_) => None,
             };
-            let last_samples = fs::read_dir(d.join("samples")).ok().and_then(|rd| {
+            let last_samples = fs::read_dir(c.dir.join("samples")).ok().and_then(|rd| {
                 rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "png")).max()
             });
-            let name = d
-                .strip_prefix(root)
-                .ok()
-                .filter(|p| !p.as_os_str().is_empty())
-                .map_or_else(|| root.display().to_string(), |p| format!("{}/{}", root.display(), p.display()));
             out.push(GanRun {
                 epochs: read_epochs(&run.metrics())?,
                 seed: config.seed,
                 flat: flatten_config(&config),
-                dir: d,
-                name,
+                dir: c.dir,
+                name: c.name,
                 results,
                 last_samples,
+                grid_keys: c.grid_keys,
+                sweep_cell: c.sweep_cell,
             });
         }
     }
@@ -114,19 +114,53 @@ pub struct GanCell {
     pub unfinished: usize,
     pub fid_a: Option<MeanStd>,
     pub fid_b: Option<MeanStd>,
+    /// The label of the baseline cell the p-values compare with.
+    pub baseline: Option<String>,
     /// Welch's two-sided p-value of FID_A / FID_B against the baseline cell.
     pub p_fid_a: Option<f64>,
     pub p_fid_b: Option<f64>,
     pub generator_params: Option<usize>,
     pub discriminator_params: Option<usize>,
     pub fid: Option<String>,
+    /// Indices into the report's runs.
+    #[serde(skip)]
+    members: Vec<usize>,
     #[serde(skip)]
     fid_a_values: Vec<f64>,
     #[serde(skip)]
     fid_b_values: Vec<f64>,
 }
 
-/// A CycleGAN report (`report.md`, `report.json`, `figures/`, `samples/`).
+impl GanCell {
+    /// The numbers of `group`'s runs (no baseline yet).
+    fn of(group: &cells::Group, runs: &[GanRun]) -> GanCell {
+        let rs: Vec<&GanRun> = group.runs.iter().map(|&i| &runs[i]).collect();
+        let results: Vec<&Results> = rs.iter().filter_map(|r| r.results.as_ref()).collect();
+        let fid_a_values: Vec<f64> = results.iter().filter_map(|r| r.fid_a).collect();
+        let fid_b_values: Vec<f64> = results.iter().filter_map(|r| r.fid_b).collect();
+        let last = results.last();
+        GanCell {
+            label: group.label.clone(),
+            values: group.values.clone(),
+            runs: rs.iter().map(|r| r.name.clone()).collect(),
+            seeds: rs.iter().map(|r| r.seed).collect(),
+            unfinished: rs.len() - results.len(),
+            fid_a: MeanStd::of(&fid_a_values),
+            fid_b: MeanStd::of(&fid_b_values),
+            baseline: None,
+            p_fid_a: None,
+            p_fid_b: None,
+            generator_params: last.map(|r| r.generator_params),
+            discriminator_params: last.map(|r| r.discriminator_params),
+            fid: last.map(|r| format!("{} features, {} preprocessing", r.fid_feature, r.fid_preprocess)),
+            members: group.runs.clone(),
+            fid_a_values,
+            fid_b_values,
+        }
+    }
+}
+
+/// A CycleGAN report (`report.md`, `report.html`, `report.json`, `figures/`, `samples/`).
 #[derive(Clone, Debug, Serialize)]
 pub struct GanReport {
     pub title: String,
@@ -138,105 +172,33 @@ pub struct GanReport {
     runs: Vec<GanRun>,
 }
 
+/// A run's last sample grid as copied into the report: (run, source file name, copy's name).
+type Sample = (String, String, String);
+
 impl GanReport {
+    /// Groups `runs` into cells and computes every number; `baseline` as for
+    /// [`super::Report::build`] (the same checks, the same default).
     pub fn build(title: &str, runs: Vec<GanRun>, baseline: Option<Vec<(String, String)>>) -> Result<GanReport> {
-        // The keys that differ between runs, the seed aside.
-        let all: Vec<String> =
-            runs.iter().flat_map(|r| r.flat.keys().cloned()).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
-        let keys: Vec<String> = all
-            .into_iter()
-            .filter(|k| k != "seed")
-            .filter(|k| runs.iter().any(|r| r.flat.get(k) != runs[0].flat.get(k)))
-            .collect();
-        let short = short_names(&keys);
-        let mut cells: Vec<GanCell> = Vec::new();
-        for r in &runs {
-            let values: BTreeMap<String, String> =
-                keys.iter().map(|k| (k.clone(), r.flat.get(k).cloned().unwrap_or_default())).collect();
-            let i = match cells.iter().position(|c| c.values == values) {
-                Some(i) => i,
-                None => {
-                    let label = if keys.is_empty() {
-                        "all runs".to_string()
-                    } else {
-                        short.iter().zip(&keys).map(|(s, k)| format!("{s}={}", values[k])).collect::<Vec<_>>().join(", ")
-                    };
-                    cells.push(GanCell {
-                        label,
-                        values,
-                        runs: Vec::new(),
-                        seeds: Vec::new(),
-                        unfinished: 0,
-                        fid_a: None,
-                        fid_b: None,
-                        p_fid_a: None,
-                        p_fid_b: None,
-                        generator_params: None,
-                        discriminator_params: None,
-                        fid: None,
-                        fid_a_values: Vec::new(),
-                        fid_b_values: Vec::new(),
-                    });
-                    cells.len() - 1
-                }
-            };
-            let c = &mut cells[i];
-            c.runs.push(r.name.clone());
-            c.seeds.push(r.seed);
-            match &r.results {
-                Some(res) => {
-                    c.fid_a_values.extend(res.fid_a);
-                    c.fid_b_values.extend(res.fid_b);
-                    c.generator_params = Some(res.generator_params);
-                    c.discriminator_params = Some(res.discriminator_params);
-                    c.fid = Some(format!("{} features, {} preprocessing", res.fid_feature, res.fid_preprocess));
-                }
-                None => c.unfinished += 1,
+        let grouping = cells::group(&runs);
+        let baseline = cells::resolve_baseline(baseline, &grouping.keys, &grouping.cells)?;
+        let targets = cells::baseline_cells(&grouping.cells, &baseline);
+        let mut cells: Vec<GanCell> = grouping.cells.iter().map(|g| GanCell::of(g, &runs)).collect();
+        for (i, target) in targets.into_iter().enumerate() {
+            let Some(b) = target else { continue };
+            cells[i].baseline = Some(cells[b].label.clone());
+            if b != i {
+                cells[i].p_fid_a = cells::welch(&cells[i].fid_a_values, &cells[b].fid_a_values).map(|t| t.p);
+                cells[i].p_fid_b = cells::welch(&cells[i].fid_b_values, &cells[b].fid_b_values).map(|t| t.p);
             }
         }
-        let baseline = baseline.unwrap_or_else(|| {
-            if keys.iter().any(|k| k == "model.block") {
-                vec![("model.block".to_string(), "vit".to_string())]
-            } else {
-                Vec::new()
-            }
-        });
-        for (k, _) in &baseline {
-            if !keys.contains(k) {
-                return Err(Error::config(
-                    "--baseline",
-                    format!("{k} does not differ between the runs (it varies: {})", keys.join(", ")),
-                ));
-            }
-        }
-        let snapshot = cells.clone();
-        for c in &mut cells {
-            c.fid_a = MeanStd::of(&c.fid_a_values);
-            c.fid_b = MeanStd::of(&c.fid_b_values);
-            if baseline.is_empty() {
-                continue;
-            }
-            // The baseline for this cell: the baseline's values, this cell's others.
-            let want: BTreeMap<String, String> = c
-                .values
-                .iter()
-                .map(|(k, v)| (k.clone(), baseline.iter().find(|(b, _)| b == k).map_or(v.clone(), |(_, bv)| bv.clone())))
-                .collect();
-            if want == c.values {
-                continue;
-            }
-            if let Some(b) = snapshot.iter().find(|o| o.values.iter().all(|(k, v)| same_value(v, &want[k]))) {
-                c.p_fid_a = welch_t_test(&c.fid_a_values, &b.fid_a_values).map(|t| t.p);
-                c.p_fid_b = welch_t_test(&c.fid_b_values, &b.fid_b_values).map(|t| t.p);
-            }
-        }
-        Ok(GanReport { title: title.to_string(), keys, baseline, cells, notes: Vec::new(), runs })
+        Ok(GanReport { title: title.to_string(), keys: grouping.keys, baseline, cells, notes: Vec::new(), runs })
     }
 
-    /// Writes `report.md`, `report.json`, `figures/losses.{svg,png}` and the
-    /// runs' last sample grids under `samples/`; returns the written files.
+    /// Writes `report.md`, `report.html`, `report.json`, `figures/losses.{svg,png}`
+    /// and the runs' last sample grids under `samples/`; returns the written files.
     pub fn write(&self, out: &Path) -> Result<Vec<PathBuf>> {
-        for d in [out.to_path_buf(), out.join("figures"), out.join("samples")] {
+        let figures_dir = out.join("figures");
+        for d in [out.to_path_buf(), figures_dir.clone(), out.join("samples")] {
             fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?;
         }
         let mut written = Vec::new();
@@ -247,135 +209,91 @@ impl GanReport {
                 let dst = out.join("samples").join(&name);
                 let bytes = fs::read(src).map_err(|e| Error::io(src, e))?;
                 atomic_write(&dst, &bytes)?;
-                samples.push((
-                    r.name.clone(),
-                    src.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(),
-                    name,
-                ));
+                let file = src.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+                samples.push((r.name.clone(), file, name));
                 written.push(dst);
             }
         }
+        let figure =
+            plot::gan_losses(&self.loss_lines(), &self.cells.iter().map(|c| c.label.clone()).collect::<Vec<_>>(), &figures_dir)?;
         for ext in ["svg", "png"] {
-            let path = out.join("figures").join(format!("losses.{ext}"));
-            self.draw_losses(&path)?;
+            written.push(figures_dir.join(format!("{}.{ext}", figure.name)));
+        }
+        let doc = self.document(&figure, &samples);
+        for (name, text) in [("report.md", render_markdown(&doc)), ("report.html", render_html(&self.title, &doc))] {
+            let path = out.join(name);
+            atomic_write(&path, text.as_bytes())?;
             written.push(path);
         }
-        let md = self.markdown(&samples);
-        atomic_write(&out.join("report.md"), md.as_bytes())?;
-        written.push(out.join("report.md"));
         let json = serde_json::to_string_pretty(self).expect("report serialises");
         atomic_write(&out.join("report.json"), json.as_bytes())?;
         written.push(out.join("report.json"));
         Ok(written)
     }
 
-    fn markdown(&self, samples: &[(String, String, String)]) -> String {
-        let pm = |m: Option<MeanStd>| m.map_or("-".to_string(), |m| format!("{:.4} ± {:.4} (n={})", m.mean, m.std, m.n));
-        let p = |v: Option<f64>| v.map_or("-".to_string(), |p| if p < 1e-3 { format!("{p:.1e}") } else { format!("{p:.3}") });
-        let mut s = format!("# {}\n\n", self.title);
-        for n in &self.notes {
-            s.push_str(&format!("{n}\n\n"));
-        }
-        if !self.baseline.is_empty() {
-            let b: Vec<String> = self.baseline.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            s.push_str(&format!(
-                "p: Welch's two-sided t-test against the cell with {} (its other values equal).\n\n",
-                b.join(", ")
-            ));
-        }
-        s.push_str("| cell | seeds | FID_A | p | FID_B | p | generator params | discriminator params | FID |\n|---|---|---|---|---|---|---|---|---|\n");
-        for c in &self.cells {
-            let seeds: Vec<String> = c.seeds.iter().map(u64::to_string).collect();
-            let unfinished = if c.unfinished > 0 { format!(" ({} unfinished)", c.unfinished) } else { String::new() };
-            s.push_str(&format!(
-                "| {} | {}{unfinished} | {} | {} | {} | {} | {} | {} | {} |\n",
-                c.label,
-                seeds.join(", "),
-                pm(c.fid_a),
-                p(c.p_fid_a),
-                pm(c.fid_b),
-                p(c.p_fid_b),
-                c.generator_params.map_or("-".into(), |n| n.to_string()),
-                c.discriminator_params.map_or("-".into(), |n| n.to_string()),
-                c.fid.clone().unwrap_or_else(|| "-".into()),
-            ));
-        }
-        s.push_str("\nFID_A: real test A vs G_B(test B); FID_B: real test B vs G_A(test A), after the last epoch.\n\n");
-        s.push_str("![generators' loss per epoch](figures/losses.png)\n\n## Last sample grids\n\nColumns: A, G_A(A), G_B(G_A(A)), B, G_B(B), G_A(G_B(B)).\n\n");
-        for (run, file, name) in samples {
-            s.push_str(&format!("{run} ({file}):\n\n![{run}](samples/{name})\n\n"));
-        }
-        s
+    /// (cell, the generators' loss per epoch) of every run, cell by cell.
+    fn loss_lines(&self) -> Vec<(usize, Vec<(f64, f64)>)> {
+        self.cells
+            .iter()
+            .enumerate()
+            .flat_map(|(ci, c)| c.members.iter().map(move |&i| (ci, i)))
+            .map(|(ci, i)| (ci, self.runs[i].epochs.iter().map(|e| (e.0, e.1)).filter(|p| p.1.is_finite()).collect()))
+            .collect()
     }
 
-    /// The generators' total loss per epoch, one line per run, coloured by cell.
-    fn draw_losses(&self, path: &Path) -> Result<()> {
-        let series: Vec<(usize, &GanRun)> = self
-            .runs
+    /// The report's content: the intro, the FID table, the loss figure and the sample grids.
+    fn document(&self, losses: &plot::Figure, samples: &[Sample]) -> Vec<Block> {
+        let mut doc = vec![Block::Heading(1, self.title.clone())];
+        let finished = self.runs.iter().filter(|r| r.results.is_some()).count();
+        doc.push(Block::Para(intro(self.runs.len(), finished, self.cells.len(), &self.keys)));
+        doc.extend(self.notes.iter().map(|n| Block::Para(n.clone())));
+        doc.push(Block::Heading(2, "FID".into()));
+        doc.push(Block::Para(format!(
+            "FID_A: real test A vs G_B(test B); FID_B: real test B vs G_A(test A), after the last epoch; mean ± unbiased \
+             std over seeds (n: runs with a finite FID_A); {}.",
+            baseline_sentence("FID_A and FID_B", &self.baseline)
+        )));
+        doc.push(self.table());
+        doc.push(Block::Image { path: losses.name.clone(), alt: losses.caption.clone() });
+        doc.push(Block::Heading(2, "Last sample grids".into()));
+        doc.push(Block::Para("Columns: A, G_A(A), G_B(G_A(A)), B, G_B(B), G_A(G_B(B)).".into()));
+        for (run, file, name) in samples {
+            doc.push(Block::Para(format!("{run} ({file}):")));
+            doc.push(Block::Picture { src: format!("samples/{name}"), alt: run.clone() });
+        }
+        doc
+    }
+
+    /// One row per cell: n, FID_A and FID_B with their p-values, seeds, parameters, FID settings.
+    fn table(&self) -> Block {
+        let header =
+            ["cell", "n", "FID_A", "p (FID_A)", "FID_B", "p (FID_B)", "seeds", "generator params", "discriminator params", "FID"];
+        let rows = self
+            .cells
             .iter()
-            .map(|r| {
-                let values: BTreeMap<String, String> =
-                    self.keys.iter().map(|k| (k.clone(), r.flat.get(k).cloned().unwrap_or_default())).collect();
-                (self.cells.iter().position(|c| c.values == values).unwrap_or(0), r)
+            .map(|c| {
+                vec![
+                    c.label.clone(),
+                    n_cell(c.fid_a.map_or(0, |m| m.n), c.unfinished, 0),
+                    pm(c.fid_a),
+                    p_cell(c.p_fid_a, &c.label, c.baseline.as_deref()),
+                    pm(c.fid_b),
+                    p_cell(c.p_fid_b, &c.label, c.baseline.as_deref()),
+                    c.seeds.iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
+                    c.generator_params.map_or("-".into(), |n| n.to_string()),
+                    c.discriminator_params.map_or("-".into(), |n| n.to_string()),
+                    c.fid.clone().unwrap_or_else(|| "-".into()),
+                ]
             })
             .collect();
-        let pts: Vec<(f64, f64)> =
-            series.iter().flat_map(|(_, r)| r.epochs.iter().map(|e| (e.0, e.1))).filter(|p| p.1.is_finite()).collect();
-        let (xmax, ymax) = pts.iter().fold((1.0f64, 0.0f64), |(x, y), p| (x.max(p.0), y.max(p.1)));
-        let labels: Vec<String> = self.cells.iter().map(|c| c.label.clone()).collect();
-        let lines: Vec<(usize, Vec<(f64, f64)>)> = series
-            .iter()
-            .map(|(cell, r)| (*cell, r.epochs.iter().map(|e| (e.0, e.1)).filter(|p| p.1.is_finite()).collect()))
-            .collect();
-        fn chart<DB: DrawingBackend>(
-            root: DrawingArea<DB, plotters::coord::Shift>,
-            lines: &[(usize, Vec<(f64, f64)>)],
-            labels: &[String],
-            (xmax, ymax): (f64, f64),
-        ) -> std::result::Result<(), String> {
-            root.fill(&WHITE).map_err(|e| e.to_string())?;
-            let mut chart = ChartBuilder::on(&root)
-                .margin(10)
-                .x_label_area_size(30)
-                .y_label_area_size(50)
-                .build_cartesian_2d(0.0..xmax, 0.0..(ymax * 1.05).max(1e-9))
-                .map_err(|e| e.to_string())?;
-            chart.configure_mesh().x_desc("epoch").y_desc("generators' loss").draw().map_err(|e| e.to_string())?;
-            let mut labelled = vec![false; labels.len()];
-            for (cell, line) in lines {
-                let (cr, cg, cb) = super::plot::cell_rgb(*cell);
-                let style = RGBColor(cr, cg, cb);
-                let drawn = chart.draw_series(LineSeries::new(line.clone(), style.stroke_width(2))).map_err(|e| e.to_string())?;
-                if !labelled[*cell] {
-                    labelled[*cell] = true;
-                    drawn
-                        .label(labels[*cell].clone())
-                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], style.stroke_width(2)));
-                }
-            }
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .draw()
-                .map_err(|e| e.to_string())?;
-            root.present().map_err(|e| e.to_string())
-        }
-        let bad = |m: String| Error::data(path, format!("figure: {m}"));
-        super::plot::register_font_once();
-        if path.extension().is_some_and(|e| e == "svg") {
-            let mut svg = String::new();
-            chart(SVGBackend::with_string(&mut svg, (720, 420)).into_drawing_area(), &lines, &labels, (xmax, ymax))
-                .map_err(bad)?;
-            atomic_write(path, svg.as_bytes())
-        } else {
-            let mut buf = vec![0u8; 720 * 420 * 3];
-            chart(BitMapBackend::with_buffer(&mut buf, (720, 420)).into_drawing_area(), &lines, &labels, (xmax, ymax))
-                .map_err(bad)?;
-            let png = crate::util::png::encode_interleaved(&buf, 3, 420, 720)
-                .map_err(|e| Error::data(path, format!("cannot encode PNG: {e}")))?;
-            atomic_write(path, &png)
-        }
+        Block::table(&header, rows)
+    }
+
+    /// The report as markdown, without figures or samples written (for tests).
+    #[cfg(test)]
+    fn markdown(&self) -> String {
+        let figure = plot::Figure { name: "losses".into(), caption: String::new() };
+        render_markdown(&self.document(&figure, &[]))
     }
 }
 
@@ -426,15 +344,23 @@ mod tests {
             results: Some(results),
             epochs: vec![(1.0, 3.0, fid.0, fid.1)],
             last_samples: None,
+            grid_keys: Vec::new(),
+            sweep_cell: None,
         }
+    }
+
+    /// Three seeds of each block, FID_A as given.
+    fn two_cells(first: &str, second: &str) -> Vec<GanRun> {
+        let (a, b) = ([10.0, 12.0, 11.0], [8.0, 9.5, 9.0]);
+        let mut runs: Vec<GanRun> = (0..3).map(|s| run(first, s, (a[s as usize], 20.0 + s as f64))).collect();
+        runs.extend((0..3).map(|s| run(second, s, (b[s as usize], 20.5 + s as f64))));
+        runs
     }
 
     #[test]
     fn cells_pool_seeds_and_compare_with_the_baseline_by_welch() {
         let (a, b) = ([10.0, 12.0, 11.0], [8.0, 9.5, 9.0]);
-        let mut runs: Vec<GanRun> = (0..3).map(|s| run("vit", s, (a[s as usize], 20.0 + s as f64))).collect();
-        runs.extend((0..3).map(|s| run("vit22b", s, (b[s as usize], 20.5 + s as f64))));
-        let r = GanReport::build("t", runs, None).unwrap();
+        let r = GanReport::build("t", two_cells("vit", "vit22b"), None).unwrap();
         assert_eq!(r.keys, vec!["model.block"]);
         assert_eq!(r.cells.len(), 2);
         let (base, other) = (&r.cells[0], &r.cells[1]);
@@ -446,11 +372,52 @@ mod tests {
         let want = crate::stats::welch_t_test(&b, &a).unwrap().p;
         assert!((other.p_fid_a.unwrap() - want).abs() < 1e-12);
         assert_eq!(other.generator_params, Some(990));
-        let md = r.markdown(&[]);
-        assert!(md.contains("| block=vit22b | 0, 1, 2 | 8.8333 ± 0.7638 (n=3) |"), "{md}");
+        let md = r.markdown();
+        // cell, n, FID_A mean ± std, its p-value, ..., seeds (the shared formatting: n in its own column)
+        let row = format!("| block=vit22b | 3 | 8.8333 ± 0.7638 | {} |", crate::report::render::p_value(want));
+        assert!(md.contains(&row) && md.contains("| 0, 1, 2 |"), "{row}\n{md}");
+        assert!(md.contains("| block=vit | 3 | 11.0000 ± 1.0000 | baseline |"), "{md}");
         // A baseline key that does not vary is an error naming it.
         let runs: Vec<GanRun> = (0..2).map(|s| run("vit", s, (1.0, 1.0))).collect();
         let e = GanReport::build("t", runs, Some(vec![("optim.lr".into(), "1".into())])).unwrap_err().to_string();
         assert!(e.contains("optim.lr"), "{e}");
+    }
+
+    #[test]
+    fn an_explicit_baseline_that_no_cell_has_is_an_error_naming_the_cells() {
+        let base = Some(vec![("model.block".to_string(), "vit22b-ln".to_string())]);
+        let e = GanReport::build("t", two_cells("vit", "vit22b"), base).unwrap_err().to_string();
+        assert!(e.contains("--baseline") && e.contains("no cell has model.block=vit22b-ln"), "{e}");
+        assert!(e.contains("block=vit; block=vit22b"), "{e}");
+    }
+
+    #[test]
+    fn without_a_vit_cell_no_baseline_is_assumed() {
+        let r = GanReport::build("t", two_cells("vit22b", "vit22b-ln"), None).unwrap();
+        assert!(r.baseline.is_empty());
+        assert!(r.cells.iter().all(|c| c.baseline.is_none() && c.p_fid_a.is_none() && c.p_fid_b.is_none()));
+        let md = r.markdown();
+        assert!(md.contains("no baseline cell chosen") && md.contains("| block=vit22b-ln | 3 | 8.8333 ± 0.7638 | n/a |"), "{md}");
+    }
+
+    #[test]
+    fn a_cell_label_with_a_bar_is_escaped_in_the_markdown_table() {
+        let r = GanReport::build("t", two_cells("vit", "vit|x"), None).unwrap();
+        assert_eq!(r.cells[1].label, "block=vit|x");
+        let md = r.markdown();
+        assert!(md.contains("| block=vit\\|x | 3 |"), "{md}");
+    }
+
+    #[test]
+    fn the_report_writes_markdown_html_json_and_the_loss_figure() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = GanReport::build("gan <report>", two_cells("vit", "vit22b"), None).unwrap();
+        let written = r.write(dir.path()).unwrap();
+        for f in ["report.md", "report.html", "report.json", "figures/losses.svg", "figures/losses.png"] {
+            assert!(written.contains(&dir.path().join(f)) && dir.path().join(f).exists(), "{f}: {written:?}");
+        }
+        let html = fs::read_to_string(dir.path().join("report.html")).unwrap();
+        assert!(html.contains("<title>gan &lt;report&gt;</title>") && html.contains("<td>block=vit22b</td>"), "{html}");
+        assert!(html.contains("figures/losses.png"), "{html}");
     }
 }
