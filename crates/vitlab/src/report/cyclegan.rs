@@ -15,7 +15,7 @@ use serde::Serialize;
 use super::cells::{self, MeanStd, Member};
 use super::plot;
 use super::render::{baseline_sentence, intro, n_cell, p_cell, pm, render_html, render_markdown, Block};
-use super::runs::{candidates, is_run, read_columns_requiring};
+use super::runs::{candidates, read_columns_requiring};
 use crate::config::{flatten_config, ExperimentConfig, TaskKind};
 use crate::train::cyclegan::Results;
 use crate::train::RunDir;
@@ -50,12 +50,6 @@ impl Member for GanRun {
     fn sweep_cell(&self) -> Option<&str> {
         self.sweep_cell.as_deref()
     }
-}
-
-/// Whether `dir` is a CycleGAN run directory.
-pub fn is_cyclegan_run(dir: &Path) -> bool {
-    let run = RunDir::new(dir);
-    is_run(&run) && ExperimentConfig::load(Some(&run.config()), &[]).is_ok_and(|c| c.task == TaskKind::Cyclegan)
 }
 
 fn read_epochs(path: &Path) -> Result<Vec<(f64, f64, f64, f64)>> {

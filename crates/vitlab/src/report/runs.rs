@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::cyclegan;
 use crate::config::{flatten_config, ExperimentConfig, TaskKind};
 use crate::sweep::manifest::Manifest;
 use crate::train::classify::Results;
@@ -157,6 +156,12 @@ pub(crate) fn is_run(run: &RunDir) -> bool {
     run.config().exists() && (run.results().exists() || run.error().exists() || run.latest().exists() || run.steps().exists())
 }
 
+/// Whether `dir` is a CycleGAN run directory.
+pub fn is_cyclegan_run(dir: &Path) -> bool {
+    let run = RunDir::new(dir);
+    is_run(&run) && ExperimentConfig::load(Some(&run.config()), &[]).is_ok_and(|c| c.task == TaskKind::Cyclegan)
+}
+
 /// Loads one run directory (`None` if it is not one).
 pub fn load_run(dir: &Path, name: String) -> Result<Option<RunRecord>> {
     let run = RunDir::new(dir);
@@ -204,7 +209,7 @@ pub fn has_classification_runs(roots: &[PathBuf]) -> Result<bool> {
     for root in roots {
         let mut dirs = Vec::new();
         collect_dirs(root, &mut dirs)?;
-        if dirs.iter().any(|d| is_run(&RunDir::new(d)) && !cyclegan::is_cyclegan_run(d)) {
+        if dirs.iter().any(|d| is_run(&RunDir::new(d)) && !is_cyclegan_run(d)) {
             return Ok(true);
         }
     }
