@@ -70,10 +70,17 @@ save)
     src="$HOME_DIR/runs/$name"
     [ -d "$src/checkpoints" ] || { echo "$src has no checkpoints" >&2; exit 1; }
     # Paused while copying, so the CSVs and checkpoints are of one moment (checkpoints
-    # are renamed into place whole, so a copy never holds half of one either way).
-    if running "$name"; then kill -STOP "$(cat "$(pidfile "$name")")"; trap 'kill -CONT "$(cat "$(pidfile "$name")")"' EXIT; fi
+    # are renamed into place whole, so a copy never holds half of one either way);
+    # a run already paused (`pause`, for a benchmark) stays paused. The pause counts
+    # in that epoch's `seconds` in metrics.csv.
+    if running "$name"; then
+        pid=$(cat "$(pidfile "$name")")
+        if [[ $(ps -o stat= -p "$pid") != T* ]]; then kill -STOP "$pid"; trap 'kill -CONT "$pid"' EXIT; fi
+    fi
     rm -rf "saved-runs/$name.new" && mkdir -p "saved-runs/$name.new"
     cp -a "$src/." "saved-runs/$name.new/"
+    # A checkpoint being written when the run was paused: its temporary file is not the run's.
+    find "saved-runs/$name.new" -name '.*.tmp-*' -delete
     rm -rf "saved-runs/$name" && mv "saved-runs/$name.new" "saved-runs/$name"
     echo "saved $src -> saved-runs/$name ($(du -sh "saved-runs/$name" | cut -f1)); commit it"
     tail -n 2 "saved-runs/$name/metrics.csv"

@@ -178,9 +178,9 @@ pub enum Block {
 }
 
 impl Block {
-    /// Builds the block; parameters are drawn in the same order for every kind
-    /// (attention first, then the block's own projections), so a seeded model
-    /// is the same as before the kinds became types.
+    /// Builds the block. Parameters are initialised lazily in field order: each
+    /// kind's fields keep the order the random parameters had when the kinds
+    /// were one struct (norms draw nothing), so a seeded model is unchanged.
     pub fn new(c: &BlockConfig, device: &Device) -> Self {
         use BlockVariant::*;
         let norm = |affine| Norm::new(c.dim, affine, c.norm_center, c.norm_eps, device);

@@ -451,7 +451,9 @@ impl Task for CycleGan {
             std::fs::create_dir_all(&self.samples_dir).map_err(|e| Error::io(&self.samples_dir, e))?;
             let path = self.samples_dir.join(format!("step_{step:07}.png"));
             self.write_samples(&path)?;
-            self.new_samples.push(("samples".into(), path));
+            if self.config.tensorboard {
+                self.new_samples.push(("samples".into(), path));
+            }
         }
         Ok(())
     }

@@ -77,7 +77,6 @@ impl LoopState {
         }
     }
 
-    /// The best score in the task's own orientation.
     /// Records the validation of epoch `epoch` (1-based) against the best so far;
     /// whether it is a new best. The score is kept oriented so that higher is better.
     fn record(&mut self, selection: Option<&Selection>, val: Option<&Validation>, epoch: usize) -> bool {
@@ -100,6 +99,7 @@ impl LoopState {
         improved
     }
 
+    /// The best score in the task's own orientation.
     pub fn best_score(&self, selection: Option<&Selection>) -> Option<f64> {
         self.best.map(|b| match selection {
             Some(s) if !s.higher_is_better => -b,
@@ -434,6 +434,11 @@ impl<T: Task> Loop<'_, T> {
     }
 
     fn save(&mut self, path: &Path) -> Result<()> {
+        // The events up to this step reach the disk before the checkpoint that a
+        // resumed session's SessionLog.START refers to.
+        if let Some(tb) = &mut self.logs.tensorboard {
+            tb.flush();
+        }
         self.state.elapsed_s = self.elapsed();
         save_checkpoint(self.task, self.config, path, &self.state)
     }

@@ -164,7 +164,10 @@ pub fn translate_page(
     std::fs::create_dir_all(&page).map_err(|e| Error::io(&page, e))?;
     let mut rows = Vec::new();
     translate_chunks(g, Some(back), config.image_size, files, device, |i, input, fake, rec| {
-        let name = targets[i].file_stem().expect("named by output_names").to_string_lossy().into_owned();
+        let stem = targets[i].file_stem().expect("named by output_names");
+        let name = stem
+            .to_str()
+            .ok_or_else(|| Error::data(&files[i], "a file name that is not UTF-8 cannot be linked from the page"))?;
         let (real_file, rec_file) = (format!("{name}.input.png"), format!("{name}.reconstruction.png"));
         write_png(&page.join(&real_file), &input, size)?;
         write_png(&targets[i], &fake, size)?;
