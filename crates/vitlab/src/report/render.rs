@@ -5,6 +5,7 @@
 //! it leaves out, the p-value column, the baseline sentence, the intro).
 
 use super::cells::MeanStd;
+use crate::util::html::escape;
 
 /// The report's content, rendered to markdown and HTML alike.
 #[derive(Clone, Debug)]
@@ -153,10 +154,6 @@ pub fn render_markdown(doc: &[Block]) -> String {
         }
     }
     out
-}
-
-pub fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 /// HTML-escapes `text` and turns `code` spans into <code>.

@@ -13,6 +13,7 @@ use crate::data::decode::Img;
 use crate::data::loader::resize_bilinear;
 use crate::models::weights::apply;
 use crate::models::{VitUnet, VitUnetConfig};
+use crate::util::html::escape;
 use crate::{Error, Result};
 
 /// Which generator `vitlab translate` runs.
@@ -207,11 +208,6 @@ pub fn translate_page(
     let index = out.join("index.html");
     crate::util::fs::atomic_write(&index, html.as_bytes())?;
     Ok(index)
-}
-
-/// Text for HTML.
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 /// A relative path as a URL: bytes outside `A-Za-z0-9-._~/` percent-encoded.
