@@ -11,7 +11,11 @@
 #   tools/long_run.sh pause|cont NAME    SIGSTOP / SIGCONT (while benchmarking)
 #   tools/long_run.sh save NAME          copy the run (checkpoints, CSVs, config) into
 #                                        saved-runs/NAME/ of this checkout, to commit:
-#                                        a session's machine does not outlive it
+#                                        a session's machine does not outlive it. Save and
+#                                        commit ONCE per session, at its end: each commit of
+#                                        the two checkpoints adds ~86 MB of diff, and a session
+#                                        whose commits add up past 256 MiB lands nothing (one
+#                                        session lost its epochs 14-2x that way)
 #   tools/long_run.sh restore NAME       the reverse, on a new machine (also unpacks CIFAR-10 from
 #                                        ../shared/data where the run's config expects it), then `resume`
 #
