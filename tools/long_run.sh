@@ -14,8 +14,8 @@
 #                                        a session's machine does not outlive it. Save and
 #                                        commit ONCE per session, at its end: each commit of
 #                                        the two checkpoints adds ~86 MB of diff, and a session
-#                                        whose commits add up past 256 MiB lands nothing (one
-#                                        session lost its epochs 14-2x that way)
+#                                        whose commits add up past 256 MiB lands nothing (session 10
+#                                        lost every epoch after 13 that way)
 #   tools/long_run.sh restore NAME       the reverse, on a new machine (also unpacks CIFAR-10 from
 #                                        ../shared/data where the run's config expects it), then `resume`
 #

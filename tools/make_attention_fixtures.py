@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Golden fixtures for `vitlab attention`: attention maps and attention rollout.
 
-A PyTorch computation of what ``crates/vitlab/src/inspect/attention.rs`` computes,
+A PyTorch computation of the maps ``vitlab attention`` is to compute (its Rust side is not written yet),
 on small randomly initialised models of ``tools/make_fixtures.py`` (the same
 reference modules the parity fixtures use), one file per case:
 
@@ -46,20 +46,8 @@ FUSIONS = ("mean", "max", "min")
 def record_attention(model: mf.ViT) -> list:
     """Makes every Attention of `model` append its softmax weights to the returned list."""
     maps = []
-
-    def attend(self, qkv):
-        B, T, D3 = qkv.shape
-        D = D3 // 3
-        qkv = qkv.reshape(B, T, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv[0], qkv[1], qkv[2]
-        if self.q_norm is not None:
-            q, k = self.q_norm(q), self.k_norm(k)
-        attn = torch.softmax((q @ k.transpose(-2, -1)) * self.scale, dim=-1)
-        maps.append(attn.detach())
-        return (attn @ v).transpose(1, 2).reshape(B, T, D)
-
     for blk in model.blocks:
-        blk.attn.attend = attend.__get__(blk.attn)
+        blk.attn.record = maps
     return maps
 
 
@@ -74,7 +62,7 @@ def query_vector(T: int, has_cls: bool) -> torch.Tensor:
 
 def rollout(attn: torch.Tensor, fusion: str, ratio: float, has_cls: bool) -> torch.Tensor:
     """attn: [L, H, T, T] of one image -> [N] rollout over the patches."""
-    L, H, T, _ = attn.shape
+    T = attn.shape[-1]
     result = torch.eye(T, dtype=torch.float64)
     for layer in attn:
         if fusion == "mean":
@@ -83,7 +71,6 @@ def rollout(attn: torch.Tensor, fusion: str, ratio: float, has_cls: bool) -> tor
             fused = layer.max(0).values
         else:
             fused = layer.min(0).values
-        fused = fused.clone()
         flat = fused.reshape(-1)
         k = int(flat.numel() * ratio)
         if k > 0:

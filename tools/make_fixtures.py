@@ -140,6 +140,8 @@ class Attention(nn.Module):
         else:
             self.q_norm = self.k_norm = None
         self.proj = nn.Linear(dim, dim) if projections else None
+        # A list to append each forward's softmax weights to (tools/make_attention_fixtures.py).
+        self.record = None
 
     def attend(self, qkv):
         """[B, T, 3D] projected q, k, v -> [B, T, D] concatenated heads (no output projection)."""
@@ -150,6 +152,8 @@ class Attention(nn.Module):
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         attn = torch.softmax((q @ k.transpose(-2, -1)) * self.scale, dim=-1)
+        if self.record is not None:
+            self.record.append(attn.detach())
         return (attn @ v).transpose(1, 2).reshape(B, T, D)
 
     def forward(self, x):
