@@ -37,6 +37,8 @@ enum Command {
     Eval(commands::eval::Args),
     /// Top classes of image files under a trained model.
     Predict(commands::predict::Args),
+    /// Attention maps (per block and head) and attention rollout of image files under a trained classifier.
+    Attention(commands::attention::Args),
     /// FID and KID of two image folders with the FID Inception network (or save a folder's features).
     Fid(commands::fid::Args),
     /// Training and inference throughput per backend, optionally against PyTorch.
@@ -60,6 +62,7 @@ fn run(command: Command) -> vitlab::Result<ExitCode> {
         Command::Translate(args) => finished(commands::translate::run(args)),
         Command::Eval(args) => finished(commands::eval::run(args)),
         Command::Predict(args) => finished(commands::predict::run(args)),
+        Command::Attention(args) => finished(commands::attention::run(args)),
         Command::Fid(args) => finished(commands::fid::run(args)),
         Command::Bench(args) => finished(commands::bench::run(args)),
         Command::Data(args) => finished(commands::data::run(args)),

@@ -170,6 +170,37 @@ fn train_eval_predict_end_to_end_on_a_generated_image_folder() {
     assert_eq!(p[0]["top"][0][0], "red");
     assert_eq!(p[0]["top"].as_array().unwrap().len(), 3);
 
+    // attention: per image a grid (a row per block: the image, each head, their mean),
+    // the rollout beside the image, and the raw maps; the EMA-less run's trained weights.
+    let att = dir.path().join("attention");
+    let green = data.join("test/green/001.png");
+    let images = [red.to_str().unwrap(), green.to_str().unwrap()];
+    let out = vitlab(&[&["attention", run_s], &images[..], &["--out", att.to_str().unwrap(), "--format", "json"]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        (s["weights"].as_str(), s["query"].as_str(), s["blocks"].as_u64(), s["heads"].as_u64()),
+        (Some("model"), Some("class token"), Some(1), Some(2))
+    );
+    assert_eq!(s["images"][0]["predicted"], "red");
+    // 16 px images enlarged to 96 px tiles, 2 px gaps.
+    let size = |f: &str| image::image_dimensions(att.join(f)).unwrap();
+    assert_eq!(size("000/grid.png"), (4 * 96 + 5 * 2, 96 + 2 * 2));
+    assert_eq!(size("001/rollout.png"), (2 * 96 + 3 * 2, 96 + 2 * 2));
+    let (maps, meta) = vitlab::models::weights::read_safetensors(&att.join("001/maps.safetensors")).unwrap();
+    assert_eq!(maps["attention"].shape, [1, 2, 17, 17]);
+    assert_eq!((maps["query"].shape.as_slice(), maps["rollout"].shape.as_slice()), (&[1, 2, 4, 4][..], &[4, 4][..]));
+    assert!(maps["attention"].data.chunks(17).all(|row| (row.iter().sum::<f32>() - 1.0).abs() < 1e-5), "softmax rows");
+    assert_eq!(meta["image"], images[1]);
+    assert!(att.join("attention.json").exists());
+    // Bad input: a discard ratio outside [0, 1) is a usage error; an image is not a checkpoint.
+    let out = vitlab(&["attention", run_s, images[0], "--out", att.to_str().unwrap(), "--discard-ratio", "1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--discard-ratio"));
+    let out = vitlab(&["attention", images[1], images[0], "--out", att.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("001.png"), "{}", String::from_utf8_lossy(&out.stderr));
+
     // Training again into the same folder is refused with a hint to resume.
     let again = vitlab(&args);
     assert!(!again.status.success());

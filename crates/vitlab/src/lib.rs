@@ -17,6 +17,7 @@
 //! - [`config`]: experiment configs, `--set` overrides, a config's flat view;
 //! - [`train`]: the training loop, checkpoints, optimisers, the classification
 //!   and CycleGAN trainers, the augmentation preview;
+//! - [`inspect`]: attention maps and rollout of trained classifiers;
 //! - [`bench`]: throughput benchmarks; [`sweep`]: grids of configs x seeds;
 //!   [`report`]: reports and figures over runs.
 //!
@@ -31,6 +32,7 @@ pub mod bench;
 pub mod config;
 pub mod data;
 pub mod error;
+pub mod inspect;
 pub mod metrics;
 pub mod models;
 pub mod report;

@@ -7,8 +7,9 @@ mod common;
 use burn::module::Module;
 use burn::tensor::{Device, Tensor};
 use common::{assert_close, assert_close_scaled, backends, host, tensor, Fixture};
+use vitlab::inspect::{AttentionMaps, Fusion};
 use vitlab::models::weights::{
-    apply, apply_deterministic, collect_grads, deterministic_values, load_file, write_safetensors, Layout,
+    apply, apply_deterministic, collect_grads, deterministic_values, load_file, write_safetensors, HostTensor, Layout,
 };
 use vitlab::models::{
     AttnScale, Block, BlockConfig, Discriminator, DiscriminatorConfig, HeadKind, Init, ModelConfig, Pool, Vit, VitUnet,
@@ -182,6 +183,70 @@ fn check_model(name: &str) {
         let out = model.forward(tensor(f.get("input"), &device));
         assert_close(&format!("{name} [{backend}] inference {expected}"), &host(out), f.get(expected), OUT_TOL);
     }
+}
+
+/// `vitlab attention`'s maps against tools/make_attention_fixtures.py: the softmax
+/// attention of every block and head, the pooled query's maps and attention
+/// rollout (each fusion and discard ratio), within OUT_TOL of the reference's
+/// max |value|; the logits beside the maps are the model's own.
+fn check_attention(name: &str) {
+    let f = Fixture::load(name);
+    let config = model_config(&f);
+    let ratios: Vec<f64> = serde_json::from_str(&f.meta["ratios"]).unwrap();
+    let fusions: Vec<String> = serde_json::from_str(&f.meta["fusions"]).unwrap();
+    for (backend, device) in backends() {
+        let what = |s: &str| format!("{name} [{}] {s}", backend.name());
+        let model = with_weights(&f, Vit::new(&config, &device).unwrap());
+        let x = tensor::<4>(f.get("input"), &device);
+        let (logits, maps) = model.forward_attention(x.clone());
+        assert_close(&what("logits"), &host(logits), &host(model.forward(x)), 1e-5);
+        assert_eq!(maps.len(), config.depth);
+        let attention = host(Tensor::stack::<5>(maps, 1));
+        assert_close(&what("attention"), &attention, f.get("attention"), OUT_TOL);
+        let [b, l, h, t, _] = attention.shape[..] else { unreachable!() };
+        let per_image: Vec<AttentionMaps> = attention
+            .data
+            .chunks(l * h * t * t)
+            .map(|a| AttentionMaps { blocks: l, heads: h, tokens: t, has_cls: model.has_class_token(), attention: a.to_vec() })
+            .collect();
+        assert_eq!(per_image[0].has_cls, config.pool == Pool::Cls);
+        let n = per_image[0].patches();
+        let query = HostTensor::new(vec![b, l, h, n], per_image.iter().flat_map(AttentionMaps::query).collect());
+        assert_close(&what("query"), &query, f.get("query"), OUT_TOL);
+        for fusion in &fusions {
+            for ratio in &ratios {
+                let rollout: Vec<f32> =
+                    per_image.iter().flat_map(|m| m.rollout(Fusion::parse(fusion).unwrap(), *ratio)).map(|v| v as f32).collect();
+                let key = format!("rollout.{fusion}.{ratio:?}");
+                assert_close(&what(&key), &HostTensor::new(vec![b, n], rollout), f.get(&key), OUT_TOL);
+            }
+        }
+    }
+}
+
+#[test]
+fn attention_maps_vit_class_token() {
+    check_attention("attention_vit_cls");
+}
+
+#[test]
+fn attention_maps_vit22b_class_token() {
+    check_attention("attention_vit22b_cls");
+}
+
+#[test]
+fn attention_maps_vit22b_nonorm_class_token() {
+    check_attention("attention_vit22b-nonorm_cls");
+}
+
+#[test]
+fn attention_maps_vit_gap_mean_over_tokens() {
+    check_attention("attention_vit_gap");
+}
+
+#[test]
+fn attention_maps_vit22b_code_map_mean_over_tokens() {
+    check_attention("attention_vit22b-code_map");
 }
 
 #[test]

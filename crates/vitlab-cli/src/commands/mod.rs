@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod attention;
 pub mod bench;
 pub mod data;
 mod data_preview;

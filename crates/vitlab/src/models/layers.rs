@@ -144,18 +144,40 @@ impl Mlp {
     }
 }
 
+/// What a forward pass records of each attention besides its output.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Probe {
+    /// Nothing: the fused attention kernel runs.
+    #[default]
+    Off,
+    /// The largest attention logit (the training monitors of blocks.csv).
+    MaxLogit,
+    /// The largest logit and the softmax weights of every head (`vitlab attention`).
+    Maps,
+}
+
+/// What one attention recorded under a [`Probe`] (detached tensors).
+#[derive(Debug, Default)]
+pub struct Probed {
+    /// The largest attention logit (after scaling).
+    pub max_logit: Option<Tensor<1>>,
+    /// `[B, H, T, T]` softmax weights: row t is what token t attends to.
+    pub weights: Option<Tensor<4>>,
+}
+
 /// Scaled dot-product attention over `[B, H, T, hd]` tensors; returns `[B, T, H*hd]`
-/// and, when `probe` is set, the largest attention logit (detached).
-fn attend(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, scale: f64, probe: bool) -> (Tensor<3>, Option<Tensor<1>>) {
+/// and what `probe` asks for.
+fn attend(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, scale: f64, probe: Probe) -> (Tensor<3>, Probed) {
     let [b, h, t, hd] = q.dims();
-    if !probe {
+    if probe == Probe::Off {
         // One node with a hand-written backward (models/fused.rs).
-        return (fused::attention(q, k, v, scale).swap_dims(1, 2).reshape([b, t, h * hd]), None);
+        return (fused::attention(q, k, v, scale).swap_dims(1, 2).reshape([b, t, h * hd]), Probed::default());
     }
     let logits = q.matmul(k.swap_dims(2, 3)).mul_scalar(scale);
-    let max_logit = probe.then(|| logits.clone().detach().max());
+    let max_logit = Some(logits.clone().detach().max());
     let weights = softmax(logits, 3);
-    (weights.matmul(v).swap_dims(1, 2).reshape([b, t, h * hd]), max_logit)
+    let maps = (probe == Probe::Maps).then(|| weights.clone().detach());
+    (weights.matmul(v).swap_dims(1, 2).reshape([b, t, h * hd]), Probed { max_logit, weights: maps })
 }
 
 /// Multi-head self-attention: one fused QKV projection, optional QK-norm.
@@ -205,23 +227,23 @@ impl Attention {
     }
 
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        self.forward_probed(x, false).0
+        self.forward_probed(x, Probe::Off).0
     }
 
-    /// The forward pass, and with `probe` the largest attention logit.
-    pub fn forward_probed(&self, x: Tensor<3>, probe: bool) -> (Tensor<3>, Option<Tensor<1>>) {
+    /// The forward pass, and what `probe` asks for.
+    pub fn forward_probed(&self, x: Tensor<3>, probe: Probe) -> (Tensor<3>, Probed) {
         let (qkv, proj) = match (&self.qkv, &self.proj) {
             (Some(qkv), Some(proj)) => (qkv, proj),
             _ => panic!("this attention has no projections of its own; use attend_projected"),
         };
-        let (out, max_logit) = self.attend_projected(qkv.forward_tokens(x), probe);
-        (proj.forward_tokens(out), max_logit)
+        let (out, probed) = self.attend_projected(qkv.forward_tokens(x), probe);
+        (proj.forward_tokens(out), probed)
     }
 
     /// Attention from already projected `[B, T, 3D]` queries, keys and values
     /// (q, k, v, each split into heads): QK-norm, scaled dot-product attention,
     /// heads concatenated to `[B, T, D]` (no output projection).
-    pub fn attend_projected(&self, qkv: Tensor<3>, probe: bool) -> (Tensor<3>, Option<Tensor<1>>) {
+    pub fn attend_projected(&self, qkv: Tensor<3>, probe: Probe) -> (Tensor<3>, Probed) {
         let [b, t, d3] = qkv.dims();
         let d = d3 / 3;
         let (h, hd) = (self.heads, d / self.heads);
@@ -277,7 +299,7 @@ impl MapPool {
         let kv = self.kv.forward_tokens(x).reshape([b, t, 2, h, hd]).permute([2, 0, 3, 1, 4]);
         let mut parts = kv.chunk(2, 0).into_iter().map(|p| p.squeeze_dim::<4>(0));
         let (k, v) = (parts.next().unwrap(), parts.next().unwrap());
-        let y = self.proj.forward_tokens(attend(q, k, v, (hd as f64).powf(-0.5), false).0);
+        let y = self.proj.forward_tokens(attend(q, k, v, (hd as f64).powf(-0.5), Probe::Off).0);
         let y = y.clone() + self.mlp.forward(self.norm.forward(y));
         y.reshape([b, d])
     }

@@ -15,5 +15,6 @@ pub mod weights;
 
 pub use config::{AttnScale, BlockVariant, HeadKind, Init, ModelConfig, Pool, Preset, Size};
 pub use discriminator::{Discriminator, DiscriminatorConfig, DiscriminatorKind};
+pub use layers::{Probe, Probed};
 pub use vit::{param_count, seeded, Block, BlockConfig, BlockProbe, DropPath, DropPathSchedule, Vit};
 pub use vitunet::{VitUnet, VitUnetConfig};

@@ -7,7 +7,7 @@ use burn::tensor::activation::gelu;
 use burn::tensor::{Device, Distribution, Tensor};
 
 use super::config::{AttnScale, BlockVariant, HeadKind, Init, ModelConfig, Pool};
-use super::layers::{linear, patchify, Affine, Attention, AttentionOptions, MapPool, Mlp, Norm, TokenLinear};
+use super::layers::{linear, patchify, Affine, Attention, AttentionOptions, MapPool, Mlp, Norm, Probe, Probed, TokenLinear};
 use crate::Result;
 
 /// Everything a block needs to know; derived from a [`ModelConfig`].
@@ -93,10 +93,10 @@ pub struct SerialBlock {
 }
 
 impl SerialBlock {
-    fn forward(&self, x: Tensor<3>, probe: bool, drop: Option<&[Tensor<3>]>) -> (Tensor<3>, Option<Tensor<1>>) {
-        let (a, max_logit) = self.attn.forward_probed(self.norm1.forward(x.clone()), probe);
+    fn forward(&self, x: Tensor<3>, probe: Probe, drop: Option<&[Tensor<3>]>) -> (Tensor<3>, Probed) {
+        let (a, probed) = self.attn.forward_probed(self.norm1.forward(x.clone()), probe);
         let x = x + branch(drop, 0, a);
-        (x.clone() + branch(drop, 1, self.mlp.forward(self.norm2.forward(x))), max_logit)
+        (x.clone() + branch(drop, 1, self.mlp.forward(self.norm2.forward(x))), probed)
     }
 }
 
@@ -112,14 +112,14 @@ pub struct ParallelBlock {
 }
 
 impl ParallelBlock {
-    fn forward(&self, x: Tensor<3>, probe: bool, drop: Option<&[Tensor<3>]>) -> (Tensor<3>, Option<Tensor<1>>) {
+    fn forward(&self, x: Tensor<3>, probe: Probe, drop: Option<&[Tensor<3>]>) -> (Tensor<3>, Probed) {
         let h = self.norm1.forward(x.clone());
         let mut m = self.mlp.forward(h.clone());
         if let Some(norm) = &self.mlp_norm {
             m = norm.forward(m);
         }
-        let (a, max_logit) = self.attn.forward_probed(h, probe);
-        (x + branch(drop, 0, a + m), max_logit)
+        let (a, probed) = self.attn.forward_probed(h, probe);
+        (x + branch(drop, 0, a + m), probed)
     }
 }
 
@@ -133,10 +133,10 @@ pub struct CodeBlock {
 }
 
 impl CodeBlock {
-    fn forward(&self, x: Tensor<3>, probe: bool, drop: Option<&[Tensor<3>]>) -> (Tensor<3>, Option<Tensor<1>>) {
-        let (a, max_logit) = self.attn.forward_probed(x.clone(), probe);
+    fn forward(&self, x: Tensor<3>, probe: Probe, drop: Option<&[Tensor<3>]>) -> (Tensor<3>, Probed) {
+        let (a, probed) = self.attn.forward_probed(x.clone(), probe);
         let branches = a + self.mlp.forward(x.clone());
-        (x + branch(drop, 0, self.out_norm.forward(branches)), max_logit)
+        (x + branch(drop, 0, self.out_norm.forward(branches)), probed)
     }
 }
 
@@ -154,15 +154,15 @@ pub struct NoNormBlock {
 }
 
 impl NoNormBlock {
-    fn forward(&self, x: Tensor<3>, probe: bool, drop: Option<&[Tensor<3>]>) -> (Tensor<3>, Option<Tensor<1>>) {
+    fn forward(&self, x: Tensor<3>, probe: Probe, drop: Option<&[Tensor<3>]>) -> (Tensor<3>, Probed) {
         let [_, _, d] = x.dims();
         let qkvl = self.in_proj.forward_tokens(x.clone());
         let qkv = qkvl.clone().narrow(2, 0, 3 * d);
         let l = qkvl.narrow(2, 3 * d, d);
-        let (a, max_logit) = self.attn.attend_projected(qkv, probe);
+        let (a, probed) = self.attn.attend_projected(qkv, probe);
         let hidden = gelu(self.mlp_in.forward_tokens(l));
         let out = self.out_proj.forward_tokens(Tensor::cat(vec![a, hidden], 2));
-        (x + branch(drop, 0, out), max_logit)
+        (x + branch(drop, 0, out), probed)
     }
 }
 
@@ -222,14 +222,14 @@ impl Block {
     }
 
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        self.forward_probed(x, false, None).0
+        self.forward_probed(x, Probe::Off, None).0
     }
 
-    /// The forward pass, and with `probe` the largest attention logit of the block.
+    /// The forward pass, and what `probe` asks for of the block's attention.
     /// `drop` holds this block's stochastic-depth masks (see [`DropPath`]): one per
     /// residual branch of the standard block, one for the summed branches of the
     /// parallel ViT-22B blocks.
-    pub fn forward_probed(&self, x: Tensor<3>, probe: bool, drop: Option<&[Tensor<3>]>) -> (Tensor<3>, Option<Tensor<1>>) {
+    pub fn forward_probed(&self, x: Tensor<3>, probe: Probe, drop: Option<&[Tensor<3>]>) -> (Tensor<3>, Probed) {
         match self {
             Block::Serial(b) => b.forward(x, probe, drop),
             Block::Parallel(b) => b.forward(x, probe, drop),
@@ -318,12 +318,14 @@ impl DropPath {
     }
 }
 
-/// What [`Vit::forward_probed`] measures in each block (detached scalars).
+/// What [`Vit::forward_probed`] measures in each block (detached).
 pub struct BlockProbe {
     /// Root mean square of the block's output tokens.
     pub act_rms: Tensor<1>,
     /// The largest attention logit (after scaling) in the block.
     pub max_attn_logit: Tensor<1>,
+    /// `[B, H, T, T]` softmax attention of every head ([`Probe::Maps`] only).
+    pub attention: Option<Tensor<4>>,
 }
 
 /// A ViT classifier: patch embedding, blocks, final norm, pooling, head.
@@ -413,10 +415,10 @@ impl Vit {
 
     /// Token states after the last block (before the final norm).
     pub fn trunk(&self, images: Tensor<4>) -> Tensor<3> {
-        self.trunk_probed(images, false, None).0
+        self.trunk_probed(images, Probe::Off, None).0
     }
 
-    fn trunk_probed(&self, images: Tensor<4>, probe: bool, drop: Option<&DropPath>) -> (Tensor<3>, Vec<BlockProbe>) {
+    fn trunk_probed(&self, images: Tensor<4>, probe: Probe, drop: Option<&DropPath>) -> (Tensor<3>, Vec<BlockProbe>) {
         let mut x = self.patch_embed.forward_tokens(self.patchify(images));
         if let Some(n) = &self.embed_norm {
             x = n.forward(x);
@@ -429,11 +431,11 @@ impl Vit {
         let mut probes = Vec::new();
         for (i, block) in self.blocks.iter().enumerate() {
             let masks = drop.and_then(|d| d.masks.get(i)).map(Vec::as_slice);
-            let (y, max_logit) = block.forward_probed(x, probe, masks);
+            let (y, probed) = block.forward_probed(x, probe, masks);
             x = y;
-            if let Some(max_attn_logit) = max_logit {
+            if let Some(max_attn_logit) = probed.max_logit {
                 let act_rms = x.clone().detach().powi_scalar(2).mean().sqrt();
-                probes.push(BlockProbe { act_rms, max_attn_logit });
+                probes.push(BlockProbe { act_rms, max_attn_logit, attention: probed.weights });
             }
         }
         (x, probes)
@@ -478,9 +480,36 @@ impl Vit {
         self.forward_train(images, true, None)
     }
 
+    /// Logits and, per block, the `[B, H, T, T]` softmax attention of every head
+    /// (tokens in the order the blocks see them: the class token first when
+    /// there is one, then the patches row by row). The same computation as
+    /// [`Vit::forward`], through the unfused attention.
+    pub fn forward_attention(&self, images: Tensor<4>) -> (Tensor<2>, Vec<Tensor<4>>) {
+        let (tokens, probes) = self.trunk_probed(images, Probe::Maps, None);
+        let maps = probes.into_iter().map(|p| p.attention.expect("Probe::Maps records every block's weights")).collect();
+        (self.classify(self.pool(tokens)), maps)
+    }
+
+    /// Whether the tokens start with a class token, the pooled output (else the
+    /// patch tokens are pooled by their mean or by attention pooling).
+    pub fn has_class_token(&self) -> bool {
+        self.cls_token.is_some()
+    }
+
+    /// Pixels per patch side.
+    pub fn patch_size(&self) -> usize {
+        self.patch_size
+    }
+
+    /// Image channels the patch embedding takes.
+    pub fn channels(&self) -> usize {
+        self.patch_embed.weight.dims()[0] / (self.patch_size * self.patch_size)
+    }
+
     /// The training forward pass: with `probe` the monitors of
     /// [`Vit::forward_probed`], with `drop` stochastic depth.
     pub fn forward_train(&self, images: Tensor<4>, probe: bool, drop: Option<&DropPath>) -> (Tensor<2>, Vec<BlockProbe>) {
+        let probe = if probe { Probe::MaxLogit } else { Probe::Off };
         let (tokens, probes) = self.trunk_probed(images, probe, drop);
         (self.classify(self.pool(tokens)), probes)
     }

@@ -386,7 +386,9 @@ impl std::ops::Deref for Results {
     }
 }
 
-pub use super::predict::{evaluate, load_model, load_model_with, predict_files, predict_logits, Prediction, Weights};
+pub use super::predict::{
+    checkpoint_classes, evaluate, image_loader, load_model, load_model_with, predict_files, predict_logits, Prediction, Weights,
+};
 pub use super::Start;
 
 /// Trains (or resumes) a classifier in `run`; writes every run file and returns the results.

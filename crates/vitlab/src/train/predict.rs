@@ -18,15 +18,10 @@ use crate::models::{ModelConfig, Vit};
 use crate::tensor_file::tensor_to_vec;
 use crate::{Error, Result};
 
-/// Logits of `model` on images `indices` of `set` (inference, no autodiff), row-major.
-pub fn predict_logits(
-    model: &Vit,
-    set: &Arc<ImageSet>,
-    indices: &[usize],
-    config: &ExperimentConfig,
-    device: &Device,
-) -> Vec<f32> {
-    let loader = Loader::new(
+/// Images `indices` of `set` in order, unaugmented and normalised as `config`'s
+/// run trained on them, in batches of at least 256.
+pub fn image_loader(set: &Arc<ImageSet>, indices: &[usize], config: &ExperimentConfig) -> Result<Loader> {
+    Loader::new(
         set.clone(),
         indices.to_vec(),
         LoaderConfig {
@@ -43,7 +38,17 @@ pub fn predict_logits(
             epoch_images: 0,
         },
     )
-    .expect("an unaugmented loader with a positive batch size always builds");
+}
+
+/// Logits of `model` on images `indices` of `set` (inference, no autodiff), row-major.
+pub fn predict_logits(
+    model: &Vit,
+    set: &Arc<ImageSet>,
+    indices: &[usize],
+    config: &ExperimentConfig,
+    device: &Device,
+) -> Vec<f32> {
+    let loader = image_loader(set, indices, config).expect("an unaugmented loader with a positive batch size always builds");
     let mut out = Vec::with_capacity(indices.len() * set.classes.len());
     for batch in loader.epoch(0, 0) {
         let x = Tensor::<4>::from_data(TensorData::new(batch.images, batch.shape), device);
@@ -85,21 +90,7 @@ pub fn load_model(path: &Path, device: &Device) -> Result<(Vit, Checkpoint)> {
 
 /// [`load_model`] with the choice of weights; also says which were used (`ema` or `model`).
 pub fn load_model_with(path: &Path, device: &Device, weights: Weights) -> Result<(Vit, Checkpoint, &'static str)> {
-    let file = if path.is_dir() {
-        let run = RunDir::new(path);
-        if run.best().exists() {
-            run.best()
-        } else if run.latest().exists() {
-            run.latest()
-        } else {
-            return Err(Error::config(
-                "checkpoint",
-                format!("{} is a folder without checkpoints/best.safetensors or latest.safetensors", path.display()),
-            ));
-        }
-    } else {
-        path.to_path_buf()
-    };
+    let file = checkpoint_file(path)?;
     let ck = Checkpoint::load(&file)?;
     let model_config: ModelConfig = ck
         .metadata
@@ -119,6 +110,32 @@ pub fn load_model_with(path: &Path, device: &Device, weights: Weights) -> Result
     Ok((model, ck, which))
 }
 
+/// A checkpoint file itself, or a run directory's `best` checkpoint, else its `latest`.
+pub fn checkpoint_file(path: &Path) -> Result<std::path::PathBuf> {
+    if !path.is_dir() {
+        return Ok(path.to_path_buf());
+    }
+    let run = RunDir::new(path);
+    if run.best().exists() {
+        Ok(run.best())
+    } else if run.latest().exists() {
+        Ok(run.latest())
+    } else {
+        Err(Error::config(
+            "checkpoint",
+            format!("{} is a folder without checkpoints/best.safetensors or latest.safetensors", path.display()),
+        ))
+    }
+}
+
+/// The class names a classifier's checkpoint was trained on, in label order.
+pub fn checkpoint_classes(ck: &Checkpoint) -> Result<Vec<String>> {
+    ck.metadata
+        .get("classes")
+        .and_then(|c| serde_json::from_str(c).ok())
+        .ok_or_else(|| Error::weights(&ck.path, "checkpoint has no class names (classes metadata)"))
+}
+
 /// One image's top classes.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Prediction {
@@ -136,11 +153,7 @@ pub fn predict_files(
     device: &Device,
 ) -> Result<Vec<Prediction>> {
     let (model, ck, _) = load_model_with(checkpoint, device, weights)?;
-    let classes: Vec<String> = ck
-        .metadata
-        .get("classes")
-        .and_then(|c| serde_json::from_str(c).ok())
-        .ok_or_else(|| Error::weights(&ck.path, "checkpoint has no class names (classes metadata)"))?;
+    let classes = checkpoint_classes(&ck)?;
     let set = Arc::new(crate::data::read_images(images, ck.config.model.image_size, classes.clone())?);
     let idx: Vec<usize> = (0..set.len()).collect();
     let logits = predict_logits(&model, &set, &idx, &ck.config, device);

@@ -2,7 +2,6 @@
 //! and optionally pytorch-CycleGAN's test page (`index.html`: each input, its
 //! translation, and the translation's reconstruction by the other generator).
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use burn::tensor::Device;
@@ -13,6 +12,7 @@ use crate::data::decode::Img;
 use crate::data::loader::resize_bilinear;
 use crate::models::weights::apply;
 use crate::models::{VitUnet, VitUnetConfig};
+use crate::util::fs::output_paths;
 use crate::util::html::escape;
 use crate::{Error, Result};
 
@@ -65,24 +65,6 @@ pub fn load_generator(path: &Path, direction: Direction, device: &Device) -> Res
     Ok((g, config, file))
 }
 
-/// The PNG each input is written to: its whole stem (`cat.4001.jpg` ->
-/// `OUT/cat.4001.png`, not `cat.png`) plus `.png`. Two inputs that would write one
-/// file are an error naming both.
-fn output_names(files: &[PathBuf], out: &Path) -> Result<Vec<PathBuf>> {
-    let mut targets: Vec<PathBuf> = Vec::with_capacity(files.len());
-    let mut seen: HashMap<PathBuf, &Path> = HashMap::new();
-    for f in files {
-        let mut name = f.file_stem().ok_or_else(|| Error::data(f, "not a file name"))?.to_os_string();
-        name.push(".png");
-        let target = out.join(name);
-        if let Some(other) = seen.insert(target.clone(), f) {
-            return Err(Error::data(f, format!("would write {} as {} does too", target.display(), other.display())));
-        }
-        targets.push(target);
-    }
-    Ok(targets)
-}
-
 /// Translates image files (decoded, resized to the generator's size) and writes
 /// PNGs named like the inputs into `out` (resized to `size` when given). Returns
 /// the written paths. Two inputs with one file stem are an error.
@@ -94,7 +76,7 @@ pub fn translate_files(
     size: Option<usize>,
     device: &Device,
 ) -> Result<Vec<PathBuf>> {
-    let targets = output_names(files, out)?;
+    let targets = output_paths(files, out, ".png")?;
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     translate_chunks(g, None, config.image_size, files, device, |i, _, fake, _| write_png(&targets[i], &fake, size))?;
     Ok(targets)
@@ -160,12 +142,12 @@ pub fn translate_page(
     info: PageInfo,
     device: &Device,
 ) -> Result<PathBuf> {
-    let targets = output_names(files, out)?;
+    let targets = output_paths(files, out, ".png")?;
     let page = out.join("page");
     std::fs::create_dir_all(&page).map_err(|e| Error::io(&page, e))?;
     let mut rows = Vec::new();
     translate_chunks(g, Some(back), config.image_size, files, device, |i, input, fake, rec| {
-        let stem = targets[i].file_stem().expect("named by output_names");
+        let stem = targets[i].file_stem().expect("named by output_paths");
         let name = stem
             .to_str()
             .ok_or_else(|| Error::data(&files[i], "a file name that is not UTF-8 cannot be linked from the page"))?;
@@ -215,22 +197,4 @@ fn url(path: &str) -> String {
     path.bytes()
         .map(|b| if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn outputs_keep_the_whole_stem_of_inputs_named_with_several_dots() {
-        let out = Path::new("out");
-        let files: Vec<PathBuf> =
-            ["cat.4001.jpg", "cat.4002.jpg", "dir/noext", "DOG.JPG", "a.b.c.png"].map(PathBuf::from).to_vec();
-        let names = output_names(&files, out).unwrap();
-        let want = ["out/cat.4001.png", "out/cat.4002.png", "out/noext.png", "out/DOG.png", "out/a.b.c.png"];
-        assert_eq!(names, want.map(PathBuf::from));
-        // Two inputs that would write one file: an error naming both.
-        let e = output_names(&[PathBuf::from("x/a.jpg"), PathBuf::from("y/a.png")], out).unwrap_err().to_string();
-        assert!(e.contains("y/a.png") && e.contains("x/a.jpg") && e.contains("out/a.png"), "{e}");
-    }
 }
