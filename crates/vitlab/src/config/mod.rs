@@ -46,6 +46,7 @@ pub struct ExperimentConfig {
     pub checkpoint: CheckpointSection,
     pub cyclegan: CycleganSection,
     pub ema: EmaSection,
+    pub init: InitSection,
 }
 
 impl Default for ExperimentConfig {
@@ -71,6 +72,7 @@ impl Default for ExperimentConfig {
             checkpoint: CheckpointSection::default(),
             cyclegan: CycleganSection::default(),
             ema: EmaSection::default(),
+            init: InitSection::default(),
         }
     }
 }
@@ -167,6 +169,21 @@ impl ExperimentConfig {
         }
         self.augment.validate()?;
         self.ema.validate()?;
+        if !(self.optim.layer_decay > 0.0 && self.optim.layer_decay <= 1.0) {
+            return Err(Error::config(
+                "optim.layer_decay",
+                format!("{} is not in (0, 1] (1 turns layer-wise decay off)", self.optim.layer_decay),
+            ));
+        }
+        if self.init.freeze && self.init.from.is_empty() {
+            return Err(Error::config("init.freeze", "freezes pretrained weights: set init.from to a checkpoint"));
+        }
+        if self.init.freeze && self.model.drop_path > 0.0 {
+            return Err(Error::config(
+                "model.drop_path",
+                "init.freeze trains the head only, on the frozen trunk's features: set model.drop_path = 0",
+            ));
+        }
         if !(0.0..1.0).contains(&self.model.drop_path) {
             return Err(Error::config(
                 "model.drop_path",
@@ -181,6 +198,8 @@ impl ExperimentConfig {
                 ("augment.repeats", self.augment.repeats != 1 || self.augment.passes != 1),
                 ("model.drop_path", self.model.drop_path > 0.0),
                 ("ema.decay", self.ema.enabled()),
+                ("init.from", !self.init.from.is_empty()),
+                ("optim.layer_decay", self.optim.layer_decay != 1.0),
             ] {
                 if on {
                     return Err(Error::config(key, "is a classification setting; a CycleGAN run does not use it"));

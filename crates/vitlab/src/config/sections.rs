@@ -155,6 +155,10 @@ pub struct OptimSection {
     /// No weight decay on biases, norm scales and the position embedding,
     /// cls token and MAP probe (timm's `filter_bias_and_bn` + `no_weight_decay`).
     pub skip_decay_1d: bool,
+    /// Layer-wise learning-rate decay (BEiT, timm's `layer_decay`): the head's
+    /// parameters train at `lr`, block i's at `lr * layer_decay^(depth - i)`, the
+    /// embeddings at `lr * layer_decay^(depth + 1)`. 1: off.
+    pub layer_decay: f64,
 }
 
 impl Default for OptimSection {
@@ -168,6 +172,7 @@ impl Default for OptimSection {
             momentum: 0.9,
             nesterov: false,
             skip_decay_1d: false,
+            layer_decay: 1.0,
         }
     }
 }
@@ -335,6 +340,18 @@ impl Default for CycleganSection {
             sample_every: 0.1,
         }
     }
+}
+
+/// `[init]`: where a classifier's weights start (docs/CONFIG.md).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct InitSection {
+    /// Pretrained weights: a vitlab run directory or checkpoint, or a state dict
+    /// (safetensors or `.pth`) in vitlab's, timm's or the paper code's layout.
+    /// Empty: random initialisation.
+    pub from: String,
+    /// Train the head only (`head*`), the rest kept as loaded: linear probing.
+    pub freeze: bool,
 }
 
 /// `[ema]`: the weight average (docs/CONFIG.md).

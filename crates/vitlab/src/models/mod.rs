@@ -6,6 +6,7 @@
 
 pub(crate) mod config;
 pub(crate) mod discriminator;
+pub mod finetune;
 pub mod fused;
 pub mod inception;
 pub(crate) mod layers;

@@ -143,6 +143,8 @@ impl Classifier {
                  use model.head = \"linear\" or ema.decay = 0",
             ));
         }
+        let model = if config.init.freeze { super::pretrained::freeze_trunk(model) } else { model };
+        let depth = model_config.depth;
         let ema = config.ema.enabled().then(|| Ema::new(model.valid(), config.ema.clone()));
         let drop_rates = DropPath::rates(config.model.drop_path, model_config.depth, config.model.drop_path_schedule);
         let loader = Loader::new(
@@ -165,7 +167,7 @@ impl Classifier {
         Ok(Classifier {
             model,
             model_config,
-            optim: Optimizer::new(config.optim.clone()),
+            optim: Optimizer::for_vit(config.optim.clone(), depth),
             config: config.clone(),
             device: ad,
             loader,
@@ -174,6 +176,18 @@ impl Classifier {
             ema,
             drop_rates,
         })
+    }
+
+    /// Starts from the pretrained weights of `init.from` (see
+    /// [`super::pretrained::init_from`]), the weight average with them; returns
+    /// what was loaded, for the log.
+    pub fn init_from(&mut self, from: &Path) -> Result<String> {
+        let (model, note) = super::pretrained::init_from(self.model.clone(), from)?;
+        self.model = model;
+        if let Some(ema) = &mut self.ema {
+            *ema = Ema::new(self.model.valid(), self.config.ema.clone());
+        }
+        Ok(note)
     }
 
     /// Cross-entropy against soft targets (a mixed batch's, which carry the label
@@ -414,6 +428,10 @@ pub fn train_prepared(
         progress.message(&format!("warning: {w}"));
     }
     let mut task = Classifier::new(&config, &splits, &device)?;
+    // A resumed run's weights come from its checkpoint.
+    if checkpoint.is_none() && !config.init.from.is_empty() {
+        progress.message(&task.init_from(Path::new(&config.init.from))?);
+    }
     progress.message(&format!(
         "model: {} {} ({} parameters), {} train images, backend {}",
         config.model.block,

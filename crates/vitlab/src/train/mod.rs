@@ -15,6 +15,7 @@ pub(crate) mod engine;
 pub(crate) mod gan;
 pub(crate) mod optim;
 pub mod predict;
+pub(crate) mod pretrained;
 pub mod preview;
 pub mod progress;
 pub mod tensorboard;

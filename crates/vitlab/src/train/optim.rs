@@ -92,6 +92,8 @@ pub struct Optimizer {
     /// Number of steps taken (Adam's bias correction uses it).
     pub steps: u64,
     slots: HashMap<String, Slot>,
+    /// Transformer blocks of the model, for layer-wise LR decay (0: not a ViT, no decay).
+    depth: usize,
 }
 
 struct StepMapper<'a> {
@@ -125,7 +127,8 @@ impl ModuleMapper for StepMapper<'_> {
         let key = self.path.key();
         let decay =
             !(self.opt.config.skip_decay_1d && (D == 1 || matches!(key.as_str(), "pos_embed" | "cls_token" | "map.probe")));
-        let updated = self.opt.update(&key, p, g, self.lr, decay);
+        let lr = self.lr * self.opt.lr_scale(&key, self.path.block());
+        let updated = self.opt.update(&key, p, g, lr, decay);
         let mut new = Tensor::from_inner(updated.reshape(dims));
         if require_grad {
             new = new.require_grad();
@@ -136,7 +139,31 @@ impl ModuleMapper for StepMapper<'_> {
 
 impl Optimizer {
     pub fn new(config: OptimSection) -> Self {
-        Optimizer { config, steps: 0, slots: HashMap::new() }
+        Optimizer { config, steps: 0, slots: HashMap::new(), depth: 0 }
+    }
+
+    /// For a ViT of `depth` blocks: `optim.layer_decay` applies (see [`Optimizer::lr_scale`]).
+    pub fn for_vit(config: OptimSection, depth: usize) -> Self {
+        Optimizer { depth, ..Optimizer::new(config) }
+    }
+
+    /// The learning-rate factor of parameter `key` (in block `block`, if any) under
+    /// layer-wise decay d, as timm's `param_groups_layer_decay` with BEiT's layer
+    /// ids: the embeddings (`patch_embed`, `embed_norm`, `cls_token`, `pos_embed`)
+    /// are layer 0, block i layer i + 1, the rest (final norm, pooling, head)
+    /// layer depth + 1; a parameter of layer l trains at `d^(depth + 1 - l)`.
+    pub fn lr_scale(&self, key: &str, block: Option<usize>) -> f64 {
+        let d = self.config.layer_decay;
+        if d == 1.0 || self.depth == 0 {
+            return 1.0;
+        }
+        let top = self.depth + 1;
+        let layer = match block {
+            Some(i) => i + 1,
+            None if ["patch_embed", "embed_norm", "cls_token", "pos_embed"].iter().any(|p| key.starts_with(p)) => 0,
+            None => top,
+        };
+        d.powi((top - layer) as i32)
     }
 
     /// One step on every parameter that has a gradient; gradients are multiplied
@@ -263,6 +290,22 @@ pub fn learning_rate(base: f64, s: &ScheduleSection, epoch_pos: f64, epochs: usi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn layer_decay_scales_the_head_blocks_and_embeddings_as_beit() {
+        let config = OptimSection { layer_decay: 0.5, ..Default::default() };
+        let opt = Optimizer::for_vit(config.clone(), 3);
+        assert_eq!(opt.lr_scale("head.weight", None), 1.0);
+        assert_eq!(opt.lr_scale("norm.weight", None), 1.0);
+        assert_eq!(opt.lr_scale("blocks.2.mlp.fc1.weight", Some(2)), 0.5);
+        assert_eq!(opt.lr_scale("blocks.0.attn.qkv.weight", Some(0)), 0.125);
+        for key in ["pos_embed", "cls_token", "patch_embed.weight", "patch_embed.bias"] {
+            assert_eq!(opt.lr_scale(key, None), 0.0625, "{key}");
+        }
+        // Off at 1, and for models that are not a ViT.
+        assert_eq!(Optimizer::for_vit(OptimSection::default(), 3).lr_scale("pos_embed", None), 1.0);
+        assert_eq!(Optimizer::new(config).lr_scale("pos_embed", None), 1.0);
+    }
 
     #[test]
     fn linear_is_cyclegans_rule() {
