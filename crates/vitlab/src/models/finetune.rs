@@ -20,9 +20,16 @@ pub struct Adapted {
 /// Makes `source` (pretrained weights in vitlab's layout) fit `target` (the
 /// fresh model's own weights, same keys): resamples `pos_embed` to the target's
 /// grid (`prefix` leading tokens, the class token, kept as they are), takes the
-/// target's `head.*` when their shapes differ, and fails listing every other key
-/// that is missing, unexpected or of another shape. Returns the tensors to load.
-pub fn adapt(source: TensorMap, target: &TensorMap, prefix: usize, file: &Path) -> Result<(TensorMap, Adapted)> {
+/// target's `head.*` when their shapes differ or `new_labels` says the classes
+/// are others, and fails listing every other key that is missing, unexpected or
+/// of another shape. Returns the tensors to load.
+pub fn adapt(
+    source: TensorMap,
+    target: &TensorMap,
+    prefix: usize,
+    new_labels: bool,
+    file: &Path,
+) -> Result<(TensorMap, Adapted)> {
     let mut out = TensorMap::new();
     let mut adapted = Adapted::default();
     let mut problems = Vec::new();
@@ -31,7 +38,10 @@ pub fn adapt(source: TensorMap, target: &TensorMap, prefix: usize, file: &Path) 
             problems.push(format!("{key}: missing (the model has {:?})", want.shape));
             continue;
         };
-        if have.shape == want.shape {
+        if key.starts_with("head.") && (new_labels || have.shape != want.shape) {
+            out.insert(key.clone(), want.clone());
+            adapted.head_reset.push(key.clone());
+        } else if have.shape == want.shape {
             out.insert(key.clone(), have.clone());
         } else if key == "pos_embed" {
             match grid_sides(&have.shape, &want.shape, prefix) {
@@ -44,9 +54,6 @@ pub fn adapt(source: TensorMap, target: &TensorMap, prefix: usize, file: &Path) 
                     have.shape, want.shape
                 )),
             }
-        } else if key.starts_with("head.") {
-            out.insert(key.clone(), want.clone());
-            adapted.head_reset.push(key.clone());
         } else if key == "patch_embed.weight" {
             problems.push(format!(
                 "patch_embed.weight: shape {:?}, the model's {:?}: another patch size or channel count \
@@ -178,11 +185,19 @@ mod tests {
             ("head.weight", vec![10, 8]),
             ("head.bias", vec![10]),
         ]);
-        let (out, adapted) = adapt(ok, &target, 1, Path::new("ck.safetensors")).unwrap();
+        let (out, adapted) = adapt(ok.clone(), &target, 1, false, Path::new("ck.safetensors")).unwrap();
         assert_eq!(adapted.pos_embed, Some((4, 8)));
         assert_eq!(adapted.head_reset, ["head.bias", "head.weight"]);
         assert_eq!(out["head.weight"].shape, [4, 8]);
         assert_eq!(out["pos_embed"].shape, [1, 65, 8]);
+        // The same class count with other labels: the head is reset too.
+        let mut same = ok.clone();
+        same.insert("head.weight".into(), HostTensor::new(vec![4, 8], vec![0.5; 32]));
+        same.insert("head.bias".into(), HostTensor::new(vec![4], vec![0.5; 4]));
+        let (out, adapted) = adapt(same.clone(), &target, 1, true, Path::new("ck.safetensors")).unwrap();
+        assert_eq!((adapted.head_reset.len(), &out["head.bias"]), (2, &target["head.bias"]));
+        let (out, adapted) = adapt(same, &target, 1, false, Path::new("ck.safetensors")).unwrap();
+        assert!(adapted.head_reset.is_empty() && out["head.bias"].data == [0.5; 4]);
 
         let bad = map(&[
             ("pos_embed", vec![1, 18, 8]),
@@ -190,7 +205,7 @@ mod tests {
             ("blocks.0.attn.extra", vec![3]),
             ("head.weight", vec![4, 8]),
         ]);
-        let e = adapt(bad, &target, 1, Path::new("ck.safetensors")).unwrap_err().to_string();
+        let e = adapt(bad, &target, 1, false, Path::new("ck.safetensors")).unwrap_err().to_string();
         for part in ["ck.safetensors", "4 key(s)", "pos_embed", "qkv.weight: shape [48, 16]", "head.bias: missing", "extra"] {
             assert!(e.contains(part), "{part:?} in {e}");
         }

@@ -182,7 +182,7 @@ impl Classifier {
     /// [`super::pretrained::init_from`]), the weight average with them; returns
     /// what was loaded, for the log.
     pub fn init_from(&mut self, from: &Path) -> Result<String> {
-        let (model, note) = super::pretrained::init_from(self.model.clone(), from)?;
+        let (model, note) = super::pretrained::init_from(self.model.clone(), from, &self.classes)?;
         self.model = model;
         if let Some(ema) = &mut self.ema {
             *ema = Ema::new(self.model.valid(), self.config.ema.clone());
