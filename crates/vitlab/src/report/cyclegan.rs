@@ -32,8 +32,8 @@ pub struct GanRun {
     pub results: Option<Results>,
     /// `(epoch, generators' loss, FID_A, FID_B)` from metrics.csv (NaN where empty).
     pub epochs: Vec<(f64, f64, f64, f64)>,
-    /// The newest sample grid.
-    pub last_samples: Option<PathBuf>,
+    /// Its sample grids (`samples/step_*.png`), oldest first.
+    pub samples: Vec<PathBuf>,
     /// The config keys its sweep's grid sets, in grid order (for ordering cell keys).
     pub grid_keys: Vec<String>,
     /// Its cell name in its sweep's manifest, if a sweep made it.
@@ -78,9 +78,12 @@ pub fn load_runs(roots: &[PathBuf]) -> Result<Vec<GanRun>> {
                 ),
                 Err(_) => None,
             };
-            let last_samples = fs::read_dir(c.dir.join("samples")).ok().and_then(|rd| {
-                rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "png")).max()
-            });
+            let mut samples: Vec<PathBuf> = fs::read_dir(c.dir.join("samples"))
+                .map(|rd| {
+                    rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "png")).collect()
+                })
+                .unwrap_or_default();
+            samples.sort();
             out.push(GanRun {
                 epochs: read_epochs(&run.metrics())?,
                 seed: config.seed,
@@ -88,13 +91,42 @@ pub fn load_runs(roots: &[PathBuf]) -> Result<Vec<GanRun>> {
                 dir: c.dir,
                 name: c.name,
                 results,
-                last_samples,
+                samples,
                 grid_keys: c.grid_keys,
                 sweep_cell: c.sweep_cell,
             });
         }
     }
     Ok(out)
+}
+
+/// Copies a file (whole, through a temporary name).
+fn copy(src: &Path, dst: &Path) -> Result<()> {
+    let bytes = fs::read(src).map_err(|e| Error::io(src, e))?;
+    atomic_write(dst, &bytes)
+}
+
+/// A run's sample grids over training as pytorch-CycleGAN's training page shows
+/// them (`web/index.html`: newest first, one per saved step): the grids copied
+/// into `dir` with `index.html` and `index.md`; returns the written files.
+fn run_samples_page(run: &GanRun, dir: &Path) -> Result<Vec<PathBuf>> {
+    fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let title = format!("{}: sample grids", run.name);
+    let mut doc = vec![Block::Heading(1, title.clone()), Block::Para(format!("{SAMPLE_COLUMNS} Newest first."))];
+    let mut written = Vec::new();
+    for src in run.samples.iter().rev() {
+        let file = src.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        copy(src, &dir.join(&file))?;
+        written.push(dir.join(&file));
+        let step = file.trim_start_matches("step_").trim_end_matches(".png").trim_start_matches('0');
+        doc.push(Block::Heading(2, format!("step {}", if step.is_empty() { "0" } else { step })));
+        doc.push(Block::Picture { src: file.clone(), alt: file });
+    }
+    for (name, text) in [("index.md", render_markdown(&doc)), ("index.html", render_html(&title, &doc))] {
+        atomic_write(&dir.join(name), text.as_bytes())?;
+        written.push(dir.join(name));
+    }
+    Ok(written)
 }
 
 /// The runs of one configuration over seeds.
@@ -166,8 +198,12 @@ pub struct GanReport {
     runs: Vec<GanRun>,
 }
 
-/// A run's last sample grid as copied into the report: (run, source file name, copy's name).
-type Sample = (String, String, String);
+/// A run's sample grids as copied into the report: (run, the last grid's source
+/// file name, the copy's name, how many grids its page shows).
+type Sample = (String, String, String, usize);
+
+/// What the sample grids show, column by column.
+const SAMPLE_COLUMNS: &str = "Columns: A, G_A(A), G_B(G_A(A)), B, G_B(B), G_A(G_B(B)).";
 
 impl GanReport {
     /// Groups `runs` into cells and computes every number; `baseline` as for
@@ -198,15 +234,14 @@ impl GanReport {
         let mut written = Vec::new();
         let mut samples = Vec::new();
         for r in &self.runs {
-            if let Some(src) = &r.last_samples {
-                let name = format!("{}.png", r.name.replace(['/', '\\', '=', ','], "_"));
-                let dst = out.join("samples").join(&name);
-                let bytes = fs::read(src).map_err(|e| Error::io(src, e))?;
-                atomic_write(&dst, &bytes)?;
-                let file = src.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-                samples.push((r.name.clone(), file, name));
-                written.push(dst);
-            }
+            let Some(src) = r.samples.last() else { continue };
+            let name = r.name.replace(['/', '\\', '=', ','], "_");
+            let dst = out.join("samples").join(format!("{name}.png"));
+            copy(src, &dst)?;
+            written.push(dst);
+            written.extend(run_samples_page(r, &out.join("samples").join(&name))?);
+            let file = src.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+            samples.push((r.name.clone(), file, name, r.samples.len()));
         }
         let figure =
             plot::gan_losses(&self.loss_lines(), &self.cells.iter().map(|c| c.label.clone()).collect::<Vec<_>>(), &figures_dir)?;
@@ -250,10 +285,12 @@ impl GanReport {
         doc.push(self.table());
         doc.push(Block::Image { path: losses.name.clone(), alt: losses.caption.clone() });
         doc.push(Block::Heading(2, "Last sample grids".into()));
-        doc.push(Block::Para("Columns: A, G_A(A), G_B(G_A(A)), B, G_B(B), G_A(G_B(B)).".into()));
-        for (run, file, name) in samples {
-            doc.push(Block::Para(format!("{run} ({file}):")));
-            doc.push(Block::Picture { src: format!("samples/{name}"), alt: run.clone() });
+        doc.push(Block::Para(SAMPLE_COLUMNS.into()));
+        for (run, file, name, count) in samples {
+            doc.push(Block::Para(format!(
+                "{run} ({file}; all {count} grids over training, newest first: `samples/{name}/index.html`):"
+            )));
+            doc.push(Block::Picture { src: format!("samples/{name}.png"), alt: run.clone() });
         }
         doc
     }
@@ -337,7 +374,7 @@ mod tests {
             flat,
             results: Some(results),
             epochs: vec![(1.0, 3.0, fid.0, fid.1)],
-            last_samples: None,
+            samples: Vec::new(),
             grid_keys: Vec::new(),
             sweep_cell: None,
         }
@@ -413,5 +450,37 @@ mod tests {
         let html = fs::read_to_string(dir.path().join("report.html")).unwrap();
         assert!(html.contains("<title>gan &lt;report&gt;</title>") && html.contains("<td>block=vit22b</td>"), "{html}");
         assert!(html.contains("figures/losses.png"), "{html}");
+    }
+
+    #[test]
+    fn each_run_gets_a_page_of_its_sample_grids_newest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("run/samples");
+        fs::create_dir_all(&src).unwrap();
+        let mut runs = two_cells("vit", "vit22b");
+        for (i, step) in [0u64, 120, 40].into_iter().enumerate() {
+            let path = src.join(format!("step_{step:07}.png"));
+            fs::write(&path, [i as u8; 4]).unwrap();
+            runs[0].samples.push(path);
+        }
+        runs[0].samples.sort();
+        let out = dir.path().join("report");
+        let written = GanReport::build("gan", runs.clone(), None).unwrap().write(&out).unwrap();
+        let name = runs[0].name.replace(['/', '\\', '=', ','], "_");
+        let page = out.join("samples").join(&name);
+        let html = fs::read_to_string(page.join("index.html")).unwrap();
+        let at = |s: &str| html.find(s).unwrap_or_else(|| panic!("{s} in {html}"));
+        assert!(at("step 120") < at("step 40") && at("step 40") < at("step 0"), "newest first: {html}");
+        assert!(html.contains("<img src=\"step_0000120.png\""), "{html}");
+        for step in ["0000000", "0000040", "0000120"] {
+            let copy = page.join(format!("step_{step}.png"));
+            assert_eq!(fs::read(&copy).unwrap(), fs::read(src.join(format!("step_{step}.png"))).unwrap());
+            assert!(written.contains(&copy));
+        }
+        // The report shows the newest grid and names the page.
+        assert_eq!(fs::read(out.join("samples").join(format!("{name}.png"))).unwrap(), [1u8; 4]);
+        let md = fs::read_to_string(out.join("report.md")).unwrap();
+        assert!(md.contains(&format!("all 3 grids over training, newest first: `samples/{name}/index.html`")), "{md}");
+        assert!(!out.join("samples").join(runs[1].name.replace(['/', '\\', '=', ','], "_")).exists(), "no page without grids");
     }
 }
