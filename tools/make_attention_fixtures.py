@@ -29,7 +29,6 @@ The output is deterministic (seeded) and committed; CI does not need torch.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -117,12 +116,7 @@ def make_case(out_dir: str, name: str, cfg: dict) -> str:
 
 
 def main():
-    here = os.path.dirname(os.path.abspath(__file__))
-    default_out = os.path.join(here, "..", "crates", "vitlab", "tests", "fixtures")
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default=default_out)
-    out = os.path.normpath(ap.parse_args().out)
-    os.makedirs(out, exist_ok=True)
+    out = mf.fixtures_out_dir(__doc__)
     torch.set_num_threads(1)
     small = dict(image_size=32, patch_size=8, depth=3, dim=32, mlp_dim=64, heads=4)
     cases = [

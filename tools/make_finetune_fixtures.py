@@ -19,7 +19,6 @@ The output is deterministic (seeded) and committed; CI does not need torch.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 
@@ -42,12 +41,7 @@ DIM = 6
 
 
 def main():
-    here = os.path.dirname(os.path.abspath(__file__))
-    default_out = os.path.join(here, "..", "crates", "vitlab", "tests", "fixtures")
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default=default_out)
-    out = os.path.normpath(ap.parse_args().out)
-    os.makedirs(out, exist_ok=True)
+    out = mf.fixtures_out_dir(__doc__)
     torch.manual_seed(20)
     tensors = {}
     for name, old, new, prefix in CASES:

@@ -1032,14 +1032,20 @@ def make_param_counts(out_dir):
     return path, result
 
 
-def main():
+def fixtures_out_dir(doc: str) -> str:
+    """The output folder a fixture script was given (``--out``; by default the Rust
+    tests' ``crates/vitlab/tests/fixtures``), created; ``doc`` is its docstring."""
     here = os.path.dirname(os.path.abspath(__file__))
     default_out = os.path.join(here, "..", "crates", "vitlab", "tests", "fixtures")
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--out", default=default_out, help="output directory")
-    args = ap.parse_args()
-    out = os.path.normpath(args.out)
+    out = os.path.normpath(ap.parse_args().out)
     os.makedirs(out, exist_ok=True)
+    return out
+
+
+def main():
+    out = fixtures_out_dir(__doc__)
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
 
     paths = [make_det_check(out)]
