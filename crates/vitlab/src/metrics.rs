@@ -70,11 +70,7 @@ impl Predictions<'_> {
 
     /// Softmax probabilities of row `i`.
     fn probs(&self, i: usize) -> Vec<f64> {
-        let row = self.row(i);
-        let m = row.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
-        let e: Vec<f64> = row.iter().map(|&v| (v as f64 - m).exp()).collect();
-        let s: f64 = e.iter().sum();
-        e.into_iter().map(|v| v / s).collect()
+        softmax(self.row(i))
     }
 
     /// Macro average over classes of the one-vs-rest AUROC of the softmax scores.
@@ -161,6 +157,14 @@ pub fn binary_auroc(scores: &[f64], positive: &[bool]) -> Option<f64> {
     }
     let u = rank_sum_pos - (n_pos * (n_pos + 1)) as f64 / 2.0;
     Some(u / (n_pos * n_neg) as f64)
+}
+
+/// Softmax probabilities of one row of logits, in f64 (max subtracted first).
+pub(crate) fn softmax(row: &[f32]) -> Vec<f64> {
+    let m = row.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
+    let e: Vec<f64> = row.iter().map(|&v| (v as f64 - m).exp()).collect();
+    let s: f64 = e.iter().sum();
+    e.into_iter().map(|v| v / s).collect()
 }
 
 #[cfg(test)]

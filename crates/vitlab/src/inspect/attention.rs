@@ -24,6 +24,7 @@ use serde::Serialize;
 
 use super::maps::{AttentionMaps, Fusion};
 use crate::data::ImageSet;
+use crate::metrics::softmax;
 use crate::tensor_file::{tensor_to_vec, write_safetensors, HostTensor, TensorMap};
 use crate::train::classify::{checkpoint_classes, image_loader, load_model_with, Weights};
 use crate::util::fs::{atomic_write, output_paths};
@@ -146,10 +147,9 @@ pub fn attention_files(
 
 /// The most probable class and its softmax probability.
 fn top_class(logits: &[f32]) -> (usize, f64) {
-    let m = logits.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
-    let z: f64 = logits.iter().map(|&v| (v as f64 - m).exp()).sum();
-    let best = (0..logits.len()).max_by(|&a, &b| logits[a].total_cmp(&logits[b])).unwrap_or(0);
-    (best, 1.0 / z)
+    let p = softmax(logits);
+    let best = (0..p.len()).max_by(|&a, &b| p[a].total_cmp(&p[b])).unwrap_or(0);
+    (best, p[best])
 }
 
 fn write_image(

@@ -1,7 +1,8 @@
 //! Pretrained weights on a model of another shape (`init.from`): the position
 //! embeddings resampled to the model's patch grid (timm's
 //! `resample_abs_pos_embed`), the head left at its fresh initialisation when the
-//! class count differs, and every other mismatch listed in one error.
+//! classes are others (another count, or other names), and every other mismatch
+//! listed in one error.
 
 use std::path::Path;
 
@@ -13,7 +14,7 @@ use crate::{Error, Result};
 pub struct Adapted {
     /// `(old grid side, new grid side)` when the position embeddings were resampled.
     pub pos_embed: Option<(usize, usize)>,
-    /// The head's parameters kept at the model's initialisation (another class count).
+    /// The head's parameters kept at the model's initialisation (other classes).
     pub head_reset: Vec<String>,
 }
 

@@ -496,11 +496,6 @@ impl Vit {
         self.cls_token.is_some()
     }
 
-    /// Pixels per patch side.
-    pub fn patch_size(&self) -> usize {
-        self.patch_size
-    }
-
     /// Image channels the patch embedding takes.
     pub fn channels(&self) -> usize {
         self.patch_embed.weight.dims()[0] / (self.patch_size * self.patch_size)

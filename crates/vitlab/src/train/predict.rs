@@ -12,7 +12,7 @@ use super::{Checkpoint, RunDir};
 use crate::config::ExperimentConfig;
 use crate::data::loader::{Loader, LoaderConfig};
 use crate::data::{Augment, ImageSet};
-use crate::metrics::{ClassificationMetrics, Predictions};
+use crate::metrics::{softmax, ClassificationMetrics, Predictions};
 use crate::models::weights::apply;
 use crate::models::{ModelConfig, Vit};
 use crate::tensor_file::tensor_to_vec;
@@ -162,13 +162,10 @@ pub fn predict_files(
         .iter()
         .enumerate()
         .map(|(i, path)| {
-            let row = &logits[i * kc..(i + 1) * kc];
-            let m = row.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
-            let e: Vec<f64> = row.iter().map(|&v| (v as f64 - m).exp()).collect();
-            let z: f64 = e.iter().sum();
+            let p = softmax(&logits[i * kc..(i + 1) * kc]);
             let mut order: Vec<usize> = (0..kc).collect();
-            order.sort_by(|&a, &b| e[b].total_cmp(&e[a]));
-            Prediction { path: path.clone(), top: order.into_iter().take(k).map(|c| (classes[c].clone(), e[c] / z)).collect() }
+            order.sort_by(|&a, &b| p[b].total_cmp(&p[a]));
+            Prediction { path: path.clone(), top: order.into_iter().take(k).map(|c| (classes[c].clone(), p[c])).collect() }
         })
         .collect())
 }
