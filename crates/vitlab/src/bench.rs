@@ -9,13 +9,14 @@
 use std::time::Instant;
 
 use burn::tensor::activation::log_softmax;
-use burn::tensor::{Device, Distribution, Tensor, TensorData};
+use burn::tensor::{Device, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
 use crate::config::OptimSection;
 use crate::models::{HeadKind, ModelConfig, Pool, Vit};
 use crate::tensor_file::tensor_to_vec;
 use crate::train::optim::Optimizer;
+use crate::util::Rng;
 use crate::Result;
 
 /// What to time.
@@ -94,7 +95,11 @@ pub fn train_flops(c: &ModelConfig) -> f64 {
 }
 
 fn random_batch(c: &ModelConfig, batch: usize, device: &Device) -> (Tensor<4>, Tensor<2>) {
-    let x = Tensor::<4>::random([batch, c.channels, c.image_size, c.image_size], Distribution::Normal(0.0, 1.0), device);
+    // From vitlab's generator, not burn's process-global one (see models::init).
+    let shape = [batch, c.channels, c.image_size, c.image_size];
+    let mut rng = Rng::new(0);
+    let pixels = (0..shape.iter().product()).map(|_| rng.normal() as f32).collect::<Vec<_>>();
+    let x = Tensor::<4>::from_data(TensorData::new(pixels, shape), device);
     let k = c.num_classes;
     let mut onehot = vec![0f32; batch * k];
     for i in 0..batch {

@@ -5,13 +5,14 @@ mod common;
 
 use std::path::Path;
 
-use burn::tensor::{Device, Distribution, Tensor};
+use burn::tensor::{Device, Tensor};
 use common::{fixture_path, host};
 use vitlab::models::weights::{collect, load_file, read_safetensors, save_file, Layout};
 use vitlab::models::{
     param_count, BlockVariant, Discriminator, DiscriminatorConfig, DiscriminatorKind, HeadKind, ModelConfig, Pool, Preset, Size,
     Vit, VitUnet, VitUnetConfig,
 };
+use vitlab::util::Rng;
 use vitlab::Error;
 
 fn device() -> Device {
@@ -41,8 +42,12 @@ fn all_small_configs() -> Vec<ModelConfig> {
     out
 }
 
+/// Standard-normal images from vitlab's own generator: burn's is process-global, and
+/// a draw from it here would interleave with the seeded builds of tests running beside.
 fn images(batch: usize, size: usize, device: &Device) -> Tensor<4> {
-    Tensor::random([batch, 3, size, size], Distribution::Normal(0.0, 1.0), device)
+    let mut rng = Rng::keyed(&[batch as u64, size as u64]);
+    let data: Vec<f32> = (0..batch * 3 * size * size).map(|_| rng.normal() as f32).collect();
+    Tensor::from_data(burn::tensor::TensorData::new(data, [batch, 3, size, size]), device)
 }
 
 #[test]
@@ -344,7 +349,6 @@ fn discriminators_score_patches_with_pytorchs_parameter_counts() {
 #[test]
 fn drop_path_masks_have_the_rate_and_keep_the_expectation() {
     use vitlab::models::{DropPath, DropPathSchedule};
-    use vitlab::util::Rng;
     // Rates over depth: timm's linspace(0, r, d), or one rate for all.
     let lin = DropPath::rates(0.3, 4, DropPathSchedule::Linear);
     assert!(lin.iter().zip([0.0, 0.1, 0.2, 0.3]).all(|(a, b)| (a - b).abs() < 1e-12), "{lin:?}");
@@ -390,4 +394,33 @@ fn a_dropped_block_passes_its_input_through_and_a_kept_one_is_unchanged() {
         assert!(diff < 1e-5, "{block}: dropped trunk differs from no trunk by {diff}");
         assert_ne!(skipped.data, plain.data);
     }
+}
+
+/// burn's random generator is process-global and draws a parameter lazily, on its
+/// first use: a model built on one thread (say, to load a checkpoint into) stole draws
+/// from a seeded build on another, and a resumed run then started from other weights
+/// than the uninterrupted one. A seeded build must not depend on what else is built.
+#[test]
+fn a_seeded_model_does_not_depend_on_models_built_on_other_threads() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let c = small(BlockVariant::Vit, Pool::Cls, Preset::Default);
+    let unet = small_unet(BlockVariant::Vit);
+    let critic = DiscriminatorConfig::new(DiscriminatorKind::Patchgan);
+    let reference = collect(&Vit::seeded(&c, &device(), 11).unwrap());
+    let stop = AtomicBool::new(false);
+    let differing = std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    Vit::new(&c, &device()).unwrap();
+                    VitUnet::new(&unet, &device()).unwrap();
+                    Discriminator::new(&critic, &device()).unwrap();
+                }
+            });
+        }
+        let differing = (0..200).filter(|_| collect(&Vit::seeded(&c, &device(), 11).unwrap()) != reference).count();
+        stop.store(true, Ordering::Relaxed);
+        differing
+    });
+    assert_eq!(differing, 0, "{differing} of 200 seeded builds differed from the same seed built alone");
 }

@@ -137,7 +137,12 @@ pub struct Discriminator {
 }
 
 impl Discriminator {
+    /// Builds randomly initialised critics; fails if the configuration is invalid.
     pub fn new(c: &DiscriminatorConfig, device: &Device) -> Result<Self> {
+        super::init::built(|| Self::build(c, device))
+    }
+
+    fn build(c: &DiscriminatorConfig, device: &Device) -> Result<Self> {
         c.validate()?;
         let convs = c
             .layers()

@@ -9,6 +9,7 @@ pub(crate) mod discriminator;
 pub mod finetune;
 pub mod fused;
 pub mod inception;
+pub(crate) mod init;
 pub(crate) mod layers;
 pub(crate) mod vit;
 pub(crate) mod vitunet;
@@ -16,6 +17,7 @@ pub mod weights;
 
 pub use config::{AttnScale, BlockVariant, HeadKind, Init, ModelConfig, Pool, Preset, Size};
 pub use discriminator::{Discriminator, DiscriminatorConfig, DiscriminatorKind};
+pub use init::seeded;
 pub use layers::{Probe, Probed};
-pub use vit::{param_count, seeded, Block, BlockConfig, BlockProbe, DropPath, DropPathSchedule, Vit};
+pub use vit::{param_count, Block, BlockConfig, BlockProbe, DropPath, DropPathSchedule, Vit};
 pub use vitunet::{VitUnet, VitUnetConfig};

@@ -7,6 +7,7 @@ use burn::tensor::activation::gelu;
 use burn::tensor::{Device, Distribution, Tensor};
 
 use super::config::{AttnScale, BlockVariant, HeadKind, Init, ModelConfig, Pool};
+use super::init;
 use super::layers::{linear, patchify, Affine, Attention, AttentionOptions, MapPool, Mlp, Norm, Probe, Probed, TokenLinear};
 use crate::Result;
 
@@ -347,37 +348,19 @@ pub struct Vit {
     patch_size: usize,
 }
 
-/// burn's random generator is process-global: seeding it and drawing the
-/// initial weights must not interleave with another thread doing the same.
-static SEEDED_INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// Builds a module with `build` whose initial weights depend only on `seed`
-/// (reproducible even when several threads build models at once).
-pub fn seeded<M: Module>(device: &Device, seed: u64, build: impl FnOnce() -> Result<M>) -> Result<M> {
-    let _guard = SEEDED_INIT.lock().unwrap_or_else(|e| e.into_inner());
-    device.seed(seed);
-    let model = build()?;
-    // burn initialises parameters lazily, on first use: draw them all now,
-    // while the generator is ours.
-    struct Touch;
-    impl burn::module::ModuleVisitor for Touch {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-            let _ = param.val();
-        }
-    }
-    model.visit(&mut Touch);
-    Ok(model)
-}
-
 impl Vit {
     /// Builds a model whose initial weights depend only on `seed` (reproducible
     /// even when several threads build models at once).
     pub fn seeded(c: &ModelConfig, device: &Device, seed: u64) -> Result<Self> {
-        seeded(device, seed, || Self::new(c, device))
+        init::seeded(device, seed, || Self::build(c, device))
     }
 
     /// Builds a randomly initialised model; fails if the configuration is invalid.
     pub fn new(c: &ModelConfig, device: &Device) -> Result<Self> {
+        init::built(|| Self::build(c, device))
+    }
+
+    fn build(c: &ModelConfig, device: &Device) -> Result<Self> {
         c.validate()?;
         let d = c.dim;
         let embed_std = match c.init {

@@ -322,6 +322,10 @@ pub struct VitUnet {
 impl VitUnet {
     /// Builds a randomly initialised generator; fails if the configuration is invalid.
     pub fn new(c: &VitUnetConfig, device: &Device) -> Result<Self> {
+        super::init::built(|| Self::build(c, device))
+    }
+
+    fn build(c: &VitUnetConfig, device: &Device) -> Result<Self> {
         c.validate()?;
         let pos_std = match c.init {
             Init::Paper => 1.0,
