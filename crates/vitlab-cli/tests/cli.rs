@@ -537,3 +537,24 @@ fn bench_times_training_and_inference_and_reports_throughput_and_memory() {
     assert_eq!(rows[0]["mode"], "train");
     assert!(rows[0]["images_per_s"].as_f64().unwrap() > 0.0);
 }
+
+/// `mpiexec -n 2` of a binary built without MPI would start two runs that each train
+/// alone and overwrite each other's files: refused, saying how to build it.
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn several_ranks_without_the_mpi_feature_are_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r");
+    for var in ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"] {
+        let o = Command::new(env!("CARGO_BIN_EXE_vitlab"))
+            .args(["train", "--config", concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/demo-synthetic.toml")])
+            .args(["--out", &out.display().to_string()])
+            .env(var, "2")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{var}: {err}");
+        assert!(err.contains("built without the `mpi` feature") && err.contains("2 ranks"), "{var}: {err}");
+        assert!(!out.exists(), "nothing is written");
+    }
+}

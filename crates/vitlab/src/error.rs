@@ -44,6 +44,11 @@ pub enum Error {
     /// sweep failed); `what` names the command or stage.
     #[error("{what}: {message}")]
     Run { what: String, message: String },
+
+    /// A data-parallel collective failed: a peer did not answer in time, the
+    /// replicas diverged, or the transport (MPI) reported an error.
+    #[error("data-parallel training: {0}")]
+    Distributed(String),
 }
 
 impl Error {

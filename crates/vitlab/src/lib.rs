@@ -31,6 +31,7 @@ pub mod backend;
 pub mod bench;
 pub mod config;
 pub mod data;
+pub mod distributed;
 pub mod error;
 pub mod inspect;
 pub mod metrics;

@@ -2,8 +2,10 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use vitlab::config::ExperimentConfig;
+use vitlab::distributed::World;
 use vitlab::train::{ExitCause, Outcome, RunDir, Start};
 use vitlab::Error;
 
@@ -27,22 +29,41 @@ pub struct Args {
     /// No progress bar; one log line per epoch.
     #[arg(long, short)]
     quiet: bool,
+    /// Under `mpiexec` (data-parallel, `--features mpi`): how long a rank waits for the
+    /// others in a collective before ending the job with an error naming the wait.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300.0, value_parser = positive_seconds)]
+    peer_timeout: f64,
+}
+
+fn positive_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("expected a positive number of seconds, got '{s}'")),
+    }
 }
 
 /// Exit status 0 when the run finished (completed, stopped early or at `max_steps`),
 /// [`vitlab::sweep::EXIT_DIVERGED`] when it stopped because it diverged (`exploded`).
 pub fn run(args: Args) -> vitlab::Result<ExitCode> {
-    let mut progress = crate::progress::Bar::new(args.quiet);
+    let world = World::from_launch(Duration::from_secs_f64(args.peer_timeout))?;
+    if world.size() > 1 {
+        eprintln!("{}", world.describe());
+    }
+    // One progress display: rank 0's (the others print errors only).
+    let mut progress = crate::progress::Bar::new(args.quiet || !world.writes());
+    let mut silent = vitlab::train::Progress::silent();
+    let progress: &mut dyn vitlab::train::Observer = if world.writes() { &mut progress } else { &mut silent };
     let (run, results) = match args.resume {
         Some(dir) => {
             let run = RunDir::new(dir);
-            let results = vitlab::train::train(Start::Resume(&args.overrides), &run, &mut progress)?;
+            let results = vitlab::train::train_in(&world, Start::Resume(&args.overrides), &run, progress)?;
             (run, results)
         }
         None => {
             let config = ExperimentConfig::load(args.config.as_deref(), &args.overrides)?;
             let out = args.out.expect("clap requires --out without --resume");
-            if out.join("checkpoints").join("latest.safetensors").exists() {
+            // Rank 0 may already have created it: the check is rank 0's.
+            if world.writes() && out.join("checkpoints").join("latest.safetensors").exists() {
                 return Err(Error::usage(
                     "--out",
                     format!(
@@ -53,7 +74,7 @@ pub fn run(args: Args) -> vitlab::Result<ExitCode> {
                 ));
             }
             let run = RunDir::new(out);
-            let results = vitlab::train::train(Start::New(&config), &run, &mut progress)?;
+            let results = vitlab::train::train_in(&world, Start::New(&config), &run, progress)?;
             (run, results)
         }
     };
@@ -90,6 +111,8 @@ pub fn run(args: Args) -> vitlab::Result<ExitCode> {
             "wall_time_s": results.wall_time_s,
         }),
     };
-    println!("{}", serde_json::to_string_pretty(&summary).expect("json"));
+    if world.writes() {
+        println!("{}", serde_json::to_string_pretty(&summary).expect("json"));
+    }
     Ok(status)
 }

@@ -3,6 +3,7 @@
 //! prediction from checkpoints are in [`super::predict`] (re-exported here).
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -20,6 +21,7 @@ use super::{
 use crate::config::ExperimentConfig;
 use crate::data::loader::{Loader, LoaderConfig};
 use crate::data::{stratified_split, Batch, ImageSet};
+use crate::distributed::{all_reduce_gradients, Reduce, World};
 use crate::metrics::ClassificationMetrics;
 use crate::models::weights::{apply, collect};
 use crate::models::{param_count, DropPath, ModelConfig, Vit};
@@ -122,6 +124,8 @@ pub struct Classifier {
     ema: Option<Ema<Vit>>,
     /// Stochastic-depth rate of each block (empty or all 0: off).
     drop_rates: Vec<f64>,
+    /// The ranks of a data-parallel run (each trains on its slice of every batch).
+    world: World,
 }
 
 impl Classifier {
@@ -175,7 +179,36 @@ impl Classifier {
             classes: splits.classes.clone(),
             ema,
             drop_rates,
+            world: World::single(),
         })
+    }
+
+    /// Trains as one rank of `world`: on its slice of every global batch, with the
+    /// gradients summed over the ranks (see [`crate::distributed`]).
+    pub fn in_world(mut self, world: World) -> Result<Self> {
+        let k = world.size();
+        if k > 1 {
+            if self.model.head_bn.is_some() {
+                return Err(Error::config(
+                    "model.head",
+                    format!(
+                        "the paper head of vit22b-code has BatchNorm, whose batch statistics would differ between the \
+                         {k} ranks (not synchronised); use model.head = \"linear\" or one process"
+                    ),
+                ));
+            }
+            if !self.config.batch_size.is_multiple_of(k) {
+                return Err(Error::config(
+                    "batch_size",
+                    format!(
+                        "{} is not a multiple of the {k} ranks (each takes an equal slice of every batch)",
+                        self.config.batch_size
+                    ),
+                ));
+            }
+        }
+        self.world = world;
+        Ok(self)
     }
 
     /// Starts from the pretrained weights of `init.from` (see
@@ -244,9 +277,13 @@ impl Task for Classifier {
     }
 
     fn step(&mut self, batch: Batch, ctx: &StepContext) -> Result<StepOutput> {
-        let x = Tensor::<4>::from_data(TensorData::new(batch.images, batch.shape), &self.device);
+        // The whole batch's stochastic depth is drawn on every rank, then sliced.
         let mut rng = Rng::keyed(&[self.config.seed, ctx.step, 0x4452_4F50]);
         let drop = DropPath::draw(&self.drop_rates, self.model_config.block, batch.shape[0], &mut rng, &self.device);
+        let global = batch.labels.len();
+        let (batch, drop) = rows_of(batch, drop, self.world.slice(global));
+        let share = batch.labels.len() as f64 / global.max(1) as f64;
+        let x = Tensor::<4>::from_data(TensorData::new(batch.images, batch.shape), &self.device);
         let (logits, probes) = self.model.forward_train(x, ctx.probe_blocks, drop.as_ref());
         // Under Mixup / CutMix the training accuracy counts a prediction correct when
         // it is the class with the largest target weight (the dominant image's label).
@@ -265,10 +302,18 @@ impl Task for Classifier {
         let head = Tensor::cat(vec![loss.clone().detach(), detached.clone().max()], 0);
         let mut scalars = tensor_to_vec(head);
         let preds = tensor_to_vec(detached.argmax(1).float().reshape([b]));
-        let (loss_value, max_logit) = (scalars.remove(0) as f64, scalars.remove(0) as f64);
-        let correct = preds.iter().zip(&truth).filter(|(p, &y)| **p as u32 == y).count();
+        let (mut loss_value, mut max_logit) = (scalars.remove(0) as f64, scalars.remove(0) as f64);
+        let mut correct = preds.iter().zip(&truth).filter(|(p, &y)| **p as u32 == y).count() as f64;
 
-        let grads = loss.backward();
+        let mut grads = loss.backward();
+        if self.world.size() > 1 {
+            all_reduce_gradients(&self.model, &mut grads, share, &self.world)?;
+            let mut sums = [loss_value * share, correct];
+            self.world.all_reduce_f64(&mut sums, Reduce::Sum)?;
+            let mut max = [max_logit];
+            self.world.all_reduce_f64(&mut max, Reduce::Max)?;
+            (loss_value, correct, max_logit) = (sums[0], sums[1], max[0]);
+        }
         let stats = grad_stats(&self.model, &grads);
         let blocks = if probes.is_empty() {
             Vec::new()
@@ -292,11 +337,10 @@ impl Task for Classifier {
                 ema.update(&self.model.valid());
             }
         }
-        let n = batch.labels.len().max(1) as f64;
         Ok(StepOutput {
             loss: loss_value,
             values: vec![loss_value, max_logit, stats.max_abs, stats.global_norm, ctx.lr, scale],
-            epoch_values: vec![loss_value, correct as f64 / n],
+            epoch_values: vec![loss_value, correct / global.max(1) as f64],
             blocks,
             explosion,
         })
@@ -407,11 +451,12 @@ pub use super::Start;
 
 /// Trains (or resumes) a classifier in `run`; writes every run file and returns the results.
 pub fn train(start: Start, run: &RunDir, progress: &mut dyn Observer) -> Result<Results> {
-    let (config, checkpoint) = super::prepare(&start, run)?;
+    let world = World::single();
+    let (config, checkpoint) = super::prepare(&start, run, &world)?;
     if config.task != crate::config::TaskKind::Classify {
         return Err(Error::config("task", "this run is not a classifier; use vitlab::train::train"));
     }
-    train_prepared(config, checkpoint, run, progress)
+    train_prepared(config, checkpoint, run, &world, progress)
 }
 
 /// Trains (or resumes) a classifier with a prepared config (see [`super::train`]).
@@ -419,6 +464,7 @@ pub fn train_prepared(
     config: ExperimentConfig,
     checkpoint: Option<Checkpoint>,
     run: &RunDir,
+    world: &World,
     progress: &mut dyn Observer,
 ) -> Result<Results> {
     let device = config.backend.device()?;
@@ -427,7 +473,7 @@ pub fn train_prepared(
     for w in &splits.warnings {
         progress.message(&format!("warning: {w}"));
     }
-    let mut task = Classifier::new(&config, &splits, &device)?;
+    let mut task = Classifier::new(&config, &splits, &device)?.in_world(world.clone())?;
     // A resumed run's weights come from its checkpoint.
     if checkpoint.is_none() && !config.init.from.is_empty() {
         progress.message(&task.init_from(Path::new(&config.init.from))?);
@@ -440,12 +486,12 @@ pub fn train_prepared(
         splits.train_indices.len(),
         config.backend
     ));
-    let outcome = run_loop(&mut task, &config, run, checkpoint.as_ref(), progress)?;
+    let outcome = run_loop(&mut task, &config, run, checkpoint.as_ref(), world, progress)?;
 
-    // Test metrics from the best checkpoint (or the last good state).
+    // Test metrics from the best checkpoint (or the last good state), by rank 0 alone.
     let mut test_model = None;
     let (test, test_checkpoint) = match &splits.test {
-        Some(test) => {
+        Some(test) if world.writes() => {
             let idx: Vec<usize> = (0..test.len()).collect();
             if config.ema.enabled() {
                 let file = if run.best().exists() { run.best() } else { run.latest() };
@@ -465,7 +511,7 @@ pub fn train_prepared(
             let m = evaluate(&model, test, &idx, &config, &device);
             (Some(m), Some(which.to_string()))
         }
-        None => (None, None),
+        _ => (None, None),
     };
     let params = param_count(&task.model_config);
     let results = Results {
@@ -479,9 +525,38 @@ pub fn train_prepared(
         classes: splits.classes.clone(),
         data: splits.description.clone(),
     };
-    let json = serde_json::to_string_pretty(&results).expect("results serialise");
-    crate::util::fs::atomic_write(&run.results(), json.as_bytes())?;
+    if world.writes() {
+        let json = serde_json::to_string_pretty(&results).expect("results serialise");
+        crate::util::fs::atomic_write(&run.results(), json.as_bytes())?;
+    }
     Ok(results)
+}
+
+/// Rows `rows` of a batch and of its stochastic-depth masks: a rank's slice.
+fn rows_of(batch: Batch, drop: Option<DropPath>, rows: Range<usize>) -> (Batch, Option<DropPath>) {
+    let n = batch.labels.len();
+    if rows == (0..n) {
+        return (batch, drop);
+    }
+    let per = |len: usize| len / n.max(1);
+    let cut = |v: Vec<f32>| {
+        let p = per(v.len());
+        v[rows.start * p..rows.end * p].to_vec()
+    };
+    let drop = drop.map(|d| DropPath {
+        masks: d.masks.into_iter().map(|block| block.into_iter().map(|m| m.slice([rows.clone()])).collect()).collect(),
+    });
+    let mut shape = batch.shape;
+    shape[0] = rows.len();
+    let start = batch.positions.start;
+    let sliced = Batch {
+        labels: batch.labels[rows.clone()].to_vec(),
+        images: cut(batch.images),
+        targets: batch.targets.map(cut),
+        shape,
+        positions: start + rows.start..start + rows.end,
+    };
+    (sliced, drop)
 }
 
 #[cfg(test)]

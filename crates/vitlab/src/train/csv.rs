@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 
 use crate::{Error, Result};
 
-/// An append-only CSV file.
+/// An append-only CSV file (or none: the logs of a rank that does not write).
 pub(crate) struct CsvLog {
     path: PathBuf,
-    file: File,
+    file: Option<File>,
     error: Option<String>,
     reported: bool,
 }
@@ -33,12 +33,18 @@ impl CsvLog {
         }
         crate::util::fs::atomic_write(path, text.as_bytes())?;
         let file = OpenOptions::new().append(true).open(path).map_err(io)?;
-        Ok(CsvLog { path: path.to_path_buf(), file, error: None, reported: false })
+        Ok(CsvLog { path: path.to_path_buf(), file: Some(file), error: None, reported: false })
+    }
+
+    /// A log that drops its rows.
+    pub(crate) fn discard() -> CsvLog {
+        CsvLog { path: PathBuf::new(), file: None, error: None, reported: false }
     }
 
     /// Appends one row; a failure is kept (the first one) for [`CsvLog::take_error`].
     pub(crate) fn row(&mut self, fields: &[String]) {
-        if let Err(e) = writeln!(self.file, "{}", fields.join(",")) {
+        let Some(file) = &mut self.file else { return };
+        if let Err(e) = writeln!(file, "{}", fields.join(",")) {
             self.error.get_or_insert_with(|| format!("cannot write {}: {e}", self.path.display()));
         }
     }

@@ -36,6 +36,7 @@ use crate::config::ExperimentConfig;
 use crate::data::decode::Img;
 use crate::data::loader::Rng;
 use crate::data::pairs::{DomainImages, PairBatch, PairConfig, UnpairedData};
+use crate::distributed::World;
 use crate::metrics::features::{Extractor, Resize};
 use crate::metrics::fid::{frechet_distance, FeatureStats};
 use crate::models::inception::Tap;
@@ -518,7 +519,7 @@ pub fn train_prepared(
             config.cyclegan.fid_feature, config.cyclegan.fid_preprocess, config.cyclegan.fid_every
         )),
     }
-    let outcome = run_loop(&mut task, &config, run, checkpoint.as_ref(), progress)?;
+    let outcome = run_loop(&mut task, &config, run, checkpoint.as_ref(), &World::single(), progress)?;
     let summary = Summary::new(crate::config::TaskKind::Cyclegan, &outcome, task.selection(), 2 * (gp + dp), &config);
     let results = Results {
         summary,

@@ -22,6 +22,7 @@ use super::progress::Observer;
 use super::tensorboard::{self, EventWriter};
 use super::RunDir;
 use crate::config::ExperimentConfig;
+use crate::distributed::World;
 use crate::tensor_file::TensorMap;
 use crate::{Error, Result};
 
@@ -299,6 +300,11 @@ impl Logs {
         Ok(Logs { metrics, steps, blocks, tensorboard })
     }
 
+    /// The logs of a rank other than 0 of a data-parallel run: rank 0 writes the files.
+    fn discard() -> Logs {
+        Logs { metrics: CsvLog::discard(), steps: CsvLog::discard(), blocks: CsvLog::discard(), tensorboard: None }
+    }
+
     /// The first write error, once, through the observer (metrics are best effort
     /// once a run is going: a full disk must not end training; checkpoints fail loudly).
     fn report(&mut self, observer: &mut dyn Observer) {
@@ -346,6 +352,7 @@ pub fn run_loop<T: Task>(
     config: &ExperimentConfig,
     run: &RunDir,
     resume: Option<&Checkpoint>,
+    world: &World,
     observer: &mut dyn Observer,
 ) -> Result<LoopOutcome> {
     let batches = task.batches_per_epoch();
@@ -359,7 +366,7 @@ pub fn run_loop<T: Task>(
         }
         None => LoopState::default(),
     };
-    let logs = Logs::open(task, config, run, &state)?;
+    let logs = if world.writes() { Logs::open(task, config, run, &state)? } else { Logs::discard() };
     let epochs = config.epochs.max(1);
     let total_steps = if config.max_steps > 0 { config.max_steps as u64 } else { (epochs * batches) as u64 };
     let mut l = Loop {
@@ -371,6 +378,7 @@ pub fn run_loop<T: Task>(
         task,
         config,
         run,
+        world,
         observer,
         logs,
         elapsed_before: state.elapsed_s,
@@ -412,6 +420,8 @@ struct Loop<'a, T: Task> {
     task: &'a mut T,
     config: &'a ExperimentConfig,
     run: &'a RunDir,
+    /// The ranks of a data-parallel run: only rank 0 writes logs and checkpoints.
+    world: &'a World,
     observer: &'a mut dyn Observer,
     logs: Logs,
     state: LoopState,
@@ -434,12 +444,15 @@ impl<T: Task> Loop<'_, T> {
     }
 
     fn save(&mut self, path: &Path) -> Result<()> {
+        self.state.elapsed_s = self.elapsed();
+        if !self.world.writes() {
+            return Ok(());
+        }
         // The events up to this step reach the disk before the checkpoint that a
         // resumed session's SessionLog.START refers to.
         if let Some(tb) = &mut self.logs.tensorboard {
             tb.flush();
         }
-        self.state.elapsed_s = self.elapsed();
         save_checkpoint(self.task, self.config, path, &self.state)
     }
 
@@ -529,6 +542,11 @@ impl<T: Task> Loop<'_, T> {
     fn end_epoch(&mut self) -> Result<Option<ExitCause>> {
         let epoch = self.state.epoch;
         let val = self.task.validate(epoch + 1)?;
+        if self.world.size() > 1 {
+            let tensors = self.task.checkpoint_tensors();
+            let hash = crate::distributed::fingerprint(tensors.values().map(|t| &t.data[..]));
+            self.world.check_replicas(hash, "weights or optimiser state")?;
+        }
         self.log_epoch(epoch, val.as_ref());
         let s = &mut self.state;
         s.epoch += 1;

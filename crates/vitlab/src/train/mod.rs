@@ -27,6 +27,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::config::ExperimentConfig;
+use crate::distributed::World;
 use crate::{Error, Result};
 
 pub use checkpoint::Checkpoint;
@@ -105,8 +106,11 @@ pub enum Start<'a> {
 /// Creates the run directory, loads the checkpoint to resume from, resolves the
 /// config (a resumed run continues with the config it started with, plus
 /// overrides) and writes it as config.toml.
-pub fn prepare(start: &Start, run: &RunDir) -> Result<(ExperimentConfig, Option<Checkpoint>)> {
-    run.create()?;
+/// Only rank 0 of a data-parallel run writes; the others read the same checkpoint.
+pub fn prepare(start: &Start, run: &RunDir, world: &World) -> Result<(ExperimentConfig, Option<Checkpoint>)> {
+    if world.writes() {
+        run.create()?;
+    }
     let checkpoint = match start {
         Start::Resume(_) => {
             let path = run.latest();
@@ -132,7 +136,9 @@ pub fn prepare(start: &Start, run: &RunDir) -> Result<(ExperimentConfig, Option<
         }
         (Start::Resume(_), None) => unreachable!("resume loads a checkpoint"),
     };
-    crate::util::fs::atomic_write(&run.config(), config.to_toml().as_bytes())?;
+    if world.writes() {
+        crate::util::fs::atomic_write(&run.config(), config.to_toml().as_bytes())?;
+    }
     Ok((config, checkpoint))
 }
 
@@ -220,9 +226,24 @@ impl Summary {
 /// Trains (or resumes) the run's task (`task` in the config) in `run`: the one
 /// entry point to training.
 pub fn train(start: Start, run: &RunDir, progress: &mut dyn Observer) -> Result<Outcome> {
-    let (config, checkpoint) = prepare(&start, run)?;
+    train_in(&World::single(), start, run, progress)
+}
+
+/// [`train()`] as one rank of a data-parallel `world` (every rank calls it with the
+/// same arguments; rank 0 writes the run directory).
+pub fn train_in(world: &World, start: Start, run: &RunDir, progress: &mut dyn Observer) -> Result<Outcome> {
+    let (config, checkpoint) = prepare(&start, run, world)?;
     match config.task {
-        crate::config::TaskKind::Classify => classify::train_prepared(config, checkpoint, run, progress).map(Outcome::Classify),
+        crate::config::TaskKind::Classify => {
+            classify::train_prepared(config, checkpoint, run, world, progress).map(Outcome::Classify)
+        }
+        crate::config::TaskKind::Cyclegan if world.size() > 1 => Err(Error::config(
+            "task",
+            format!(
+                "CycleGAN trains in one process: data-parallel training ({} ranks) is for classifiers; run it without mpiexec",
+                world.size()
+            ),
+        )),
         crate::config::TaskKind::Cyclegan => cyclegan::train_prepared(config, checkpoint, run, progress).map(Outcome::Cyclegan),
     }
 }

@@ -1,0 +1,58 @@
+//! The gradient all-reduce: every parameter's gradient, flattened into one buffer in
+//! the module's visiting order (the same on every replica), weighted by this rank's
+//! share of the batch, summed over the ranks, and written back.
+
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::tensor::{Gradients, Tensor, TensorData};
+
+use super::{Reduce, World};
+use crate::tensor_file::tensor_to_vec;
+use crate::Result;
+
+/// Replaces every gradient of `module` in `grads` by the sum over the ranks of
+/// `share * gradient`: with each rank's share of the global batch (its rows over the
+/// batch's), the gradient of the mean loss over the whole batch.
+pub fn all_reduce_gradients<M: Module>(module: &M, grads: &mut Gradients, share: f64, world: &World) -> Result<()> {
+    if world.size() == 1 {
+        return Ok(());
+    }
+    struct Gather<'a> {
+        grads: &'a Gradients,
+        parts: Vec<Tensor<1>>,
+    }
+    impl ModuleVisitor for Gather<'_> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            if let Some(g) = param.val().grad(self.grads) {
+                let n = g.shape().num_elements();
+                self.parts.push(g.reshape([n]));
+            }
+        }
+    }
+    let mut gather = Gather { grads, parts: Vec::new() };
+    module.visit(&mut gather);
+    if gather.parts.is_empty() {
+        return Ok(());
+    }
+    let mut flat = tensor_to_vec(Tensor::cat(gather.parts, 0).mul_scalar(share));
+    world.all_reduce(&mut flat, Reduce::Sum)?;
+
+    struct Scatter<'a> {
+        grads: &'a mut Gradients,
+        flat: &'a [f32],
+        at: usize,
+    }
+    impl ModuleVisitor for Scatter<'_> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let value = param.val();
+            if let Some(g) = value.grad(self.grads) {
+                let shape = g.shape();
+                let n = shape.num_elements();
+                let summed = TensorData::new(self.flat[self.at..self.at + n].to_vec(), shape);
+                value.grad_replace(self.grads, Tensor::from_data(summed, &g.device()));
+                self.at += n;
+            }
+        }
+    }
+    module.visit(&mut Scatter { grads, flat: &flat, at: 0 });
+    Ok(())
+}

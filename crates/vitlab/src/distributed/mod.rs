@@ -1,0 +1,261 @@
+//! Data-parallel training: the group of processes (or threads) a run trains in.
+//!
+//! Every rank holds a full replica of the model and optimiser. The loader builds the
+//! same global batch on every rank (same seed, same augmentation and Mixup draws);
+//! each rank runs forward and backward on its own contiguous slice of it
+//! ([`World::slice`]), and the gradients, weighted by each slice's share of the batch,
+//! are summed over the ranks in one flattened all-reduce per step, so every replica
+//! applies the gradient of the whole batch's mean loss: the same update as one process
+//! with the same seed, up to the order of floating-point sums. Rank 0 alone writes the
+//! run directory; every rank checks after each epoch that its weights and optimiser
+//! state are bit-identical to the others'.
+//!
+//! A [`World`] is chosen once, at the binary's edge: [`World::single`] for one process,
+//! [`LocalGroup`] for ranks as threads of one process (tests, and a reference for the
+//! semantics), and MPI (`mpiexec -n N vitlab train ...`, cargo feature `mpi`).
+//! Every collective waits at most the world's timeout for the other ranks, and names
+//! the ones that did not answer.
+
+mod grads;
+mod local;
+#[cfg(feature = "mpi")]
+pub mod mpi;
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::{Error, Result};
+
+pub use grads::all_reduce_gradients;
+pub use local::LocalGroup;
+
+/// How values from every rank are combined.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reduce {
+    Sum,
+    Max,
+}
+
+impl Reduce {
+    fn apply(self, a: f64, b: f64) -> f64 {
+        match self {
+            Reduce::Sum => a + b,
+            Reduce::Max => a.max(b),
+        }
+    }
+}
+
+/// The collective operations a data-parallel run needs. Every rank calls them in the
+/// same order with buffers of the same length.
+pub trait Collective: Send + Sync {
+    fn rank(&self) -> usize;
+    fn size(&self) -> usize;
+    /// Combines `buf` element-wise over every rank, in place on each (identical
+    /// results on every rank).
+    fn all_reduce(&self, buf: &mut [f32], op: Reduce) -> Result<()>;
+    /// The same for double-precision values (monitors, counts, hashes).
+    fn all_reduce_f64(&self, buf: &mut [f64], op: Reduce) -> Result<()>;
+    /// Where this rank runs, for the log (`rank R of N: pid P on HOST`).
+    fn describe(&self) -> String {
+        format!("rank {} of {}: pid {}", self.rank(), self.size(), std::process::id())
+    }
+}
+
+/// The ranks a run trains on; cheap to clone.
+#[derive(Clone)]
+pub struct World(Arc<dyn Collective>);
+
+impl std::fmt::Debug for World {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "World(rank {} of {})", self.rank(), self.size())
+    }
+}
+
+/// One process: every collective is the identity.
+struct Single;
+
+impl Collective for Single {
+    fn rank(&self) -> usize {
+        0
+    }
+    fn size(&self) -> usize {
+        1
+    }
+    fn all_reduce(&self, _: &mut [f32], _: Reduce) -> Result<()> {
+        Ok(())
+    }
+    fn all_reduce_f64(&self, _: &mut [f64], _: Reduce) -> Result<()> {
+        Ok(())
+    }
+}
+
+impl World {
+    /// One process, no peers.
+    pub fn single() -> Self {
+        World(Arc::new(Single))
+    }
+
+    pub fn new(c: impl Collective + 'static) -> Self {
+        World(Arc::new(c))
+    }
+
+    pub fn rank(&self) -> usize {
+        self.0.rank()
+    }
+
+    pub fn size(&self) -> usize {
+        self.0.size()
+    }
+
+    /// Whether this rank writes the run directory (rank 0).
+    pub fn writes(&self) -> bool {
+        self.rank() == 0
+    }
+
+    pub fn describe(&self) -> String {
+        self.0.describe()
+    }
+
+    /// This rank's rows of a global batch of `n`: contiguous, in rank order, sizes
+    /// differing by at most one.
+    pub fn slice(&self, n: usize) -> Range<usize> {
+        let (r, k) = (self.rank(), self.size());
+        r * n / k..(r + 1) * n / k
+    }
+
+    pub fn all_reduce(&self, buf: &mut [f32], op: Reduce) -> Result<()> {
+        if self.size() == 1 {
+            return Ok(());
+        }
+        self.0.all_reduce(buf, op)
+    }
+
+    pub fn all_reduce_f64(&self, buf: &mut [f64], op: Reduce) -> Result<()> {
+        if self.size() == 1 {
+            return Ok(());
+        }
+        self.0.all_reduce_f64(buf, op)
+    }
+
+    /// Checks that every rank holds the same state (`hash` of its weights and
+    /// optimiser); an error names the ranks that differ from rank 0.
+    pub fn check_replicas(&self, hash: u64, what: &str) -> Result<()> {
+        if self.size() == 1 {
+            return Ok(());
+        }
+        // Exact in f64: 32-bit halves, and a one-hot row per rank for the culprits.
+        let k = self.size();
+        let mut buf = vec![0f64; 2 * k];
+        buf[2 * self.rank()] = (hash >> 32) as f64;
+        buf[2 * self.rank() + 1] = (hash & 0xffff_ffff) as f64;
+        self.all_reduce_f64(&mut buf, Reduce::Sum)?;
+        let differing: Vec<String> = (1..k).filter(|&r| buf[2 * r..2 * r + 2] != buf[0..2]).map(|r| r.to_string()).collect();
+        if differing.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Distributed(format!(
+                "the replicas diverged: rank(s) {} hold other {what} than rank 0 (a nondeterministic kernel, or \
+                 ranks running different builds or configs)",
+                differing.join(", ")
+            )))
+        }
+    }
+}
+
+/// The number of ranks an MPI launcher (`mpiexec`, `mpirun`) started this process
+/// among, from the variables Open MPI (`OMPI_COMM_WORLD_SIZE`) and MPICH's hydra
+/// (`PMI_SIZE`) set; `None` when not launched by one.
+pub fn launched_ranks() -> Option<usize> {
+    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"].iter().find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+}
+
+impl World {
+    /// The world this process was launched in: one process, or (`mpiexec -n N`, with
+    /// N > 1) its rank of N over MPI, whose collectives wait at most `timeout`.
+    /// Without the `mpi` feature, a launch with several ranks is a usage error: each
+    /// would otherwise train the whole run alone and overwrite the others' files.
+    pub fn from_launch(timeout: Duration) -> Result<World> {
+        match launched_ranks() {
+            None | Some(0) | Some(1) => Ok(World::single()),
+            #[cfg(feature = "mpi")]
+            Some(_) => Ok(World::new(mpi::MpiWorld::init(timeout)?)),
+            #[cfg(not(feature = "mpi"))]
+            Some(n) => {
+                let _ = timeout;
+                Err(Error::usage(
+                    "mpiexec",
+                    format!(
+                        "this vitlab was built without the `mpi` feature, so its {n} ranks would each train the whole \
+                         run alone; build it with `--features mpi` (docs/DISTRIBUTED.md) or run one process"
+                    ),
+                ))
+            }
+        }
+    }
+}
+
+/// How long a collective waits for the other ranks before giving up.
+pub const DEFAULT_PEER_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// What went wrong when a collective waited `timeout` for `missing` ranks.
+pub(crate) fn peers_timed_out(missing: &[usize], timeout: Duration) -> String {
+    let names: Vec<String> = missing.iter().map(|r| r.to_string()).collect();
+    format!(
+        "{} {} did not answer within {} s (stopped, hung or died; --peer-timeout sets the wait)",
+        if missing.len() == 1 { "rank" } else { "ranks" },
+        names.join(", "),
+        fmt_secs(timeout)
+    )
+}
+
+pub(crate) fn fmt_secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0}")
+    } else {
+        format!("{s}")
+    }
+}
+
+/// FNV-1a over the bytes of every value, in order: the replica fingerprint.
+pub fn fingerprint<'a>(values: impl IntoIterator<Item = &'a [f32]>) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for v in values {
+        for x in v {
+            for b in x.to_bits().to_le_bytes() {
+                h ^= b as u64;
+                h = h.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        }
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slices_cover_the_batch_in_rank_order() {
+        for (n, k) in [(128, 2), (80, 3), (7, 7), (9, 4)] {
+            let mut next = 0;
+            for r in 0..k {
+                let s = LocalGroup::worlds(k, DEFAULT_PEER_TIMEOUT)[r].slice(n);
+                assert_eq!(s.start, next);
+                assert!(s.len() == n / k || s.len() == n / k + 1, "{n} over {k}: {s:?}");
+                next = s.end;
+            }
+            assert_eq!(next, n);
+        }
+    }
+
+    #[test]
+    fn fingerprints_see_one_bit() {
+        let a = [1.0f32, 2.0, 3.0];
+        let mut b = a;
+        b[2] = f32::from_bits(b[2].to_bits() ^ 1);
+        assert_ne!(fingerprint([&a[..]]), fingerprint([&b[..]]));
+        assert_eq!(fingerprint([&a[..]]), fingerprint([&a[..]]));
+    }
+}

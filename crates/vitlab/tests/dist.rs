@@ -1,0 +1,154 @@
+//! Data-parallel training, with ranks as threads of this process
+//! (`vitlab::distributed::LocalGroup`, the same semantics as MPI): N ranks on slices
+//! of every batch train the model one process trains on the whole batch; rank 0
+//! alone writes the run; bad setups and a silent peer are clear errors.
+
+use std::path::Path;
+use std::time::Duration;
+
+use vitlab::config::ExperimentConfig;
+use vitlab::distributed::{LocalGroup, World};
+use vitlab::models::weights::{read_safetensors, TensorMap};
+use vitlab::train::progress::Progress;
+use vitlab::train::{train_in, Outcome, RunDir, Start};
+
+/// 256 generated 16-px images (192 to train: 6 batches of 32 an epoch), a 2-block
+/// ViT, and the strong recipe's every random piece: AutoAugment, random erasing,
+/// Mixup/CutMix with a permutation partner, repeated augmentation, stochastic depth
+/// and the weight average, whose draws must not depend on the number of ranks.
+fn config(extra: &[&str]) -> ExperimentConfig {
+    let mut overrides: Vec<String> = [
+        "data.path=synthetic",
+        "data.synthetic_train=256",
+        "data.synthetic_test=32",
+        "data.synthetic_size=16",
+        "data.val_size=64",
+        "data.workers=1",
+        "model.image_size=16",
+        "model.patch_size=4",
+        "model.depth=2",
+        "model.dim=32",
+        "model.mlp_dim=64",
+        "model.heads=4",
+        "epochs=1",
+        "batch_size=32",
+        "schedule.name=constant",
+        "schedule.warmup_epochs=0",
+        "augment.policy=autoaugment-cifar10",
+        "augment.erase_prob=0.5",
+        "augment.mixup_alpha=1.0",
+        "augment.cutmix_alpha=1.0",
+        "augment.mix_prob=0.8",
+        "augment.mix_partner=permutation",
+        "augment.repeats=3",
+        "model.drop_path=0.2",
+        "ema.decay=0.9",
+        "monitor.block_every=0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    overrides.extend(extra.iter().map(|s| s.to_string()));
+    ExperimentConfig::load(None, &overrides).unwrap()
+}
+
+/// Trains `config` in `run` on `worlds`, one thread each; the outcomes in rank order.
+fn train_ranks(worlds: Vec<World>, config: &ExperimentConfig, run: &RunDir) -> Vec<vitlab::Result<Outcome>> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> =
+            worlds.into_iter().map(|w| s.spawn(move || train_in(&w, Start::New(config), run, &mut Progress::silent()))).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+fn model_tensors(path: &Path) -> TensorMap {
+    read_safetensors(path).unwrap().0.into_iter().filter(|(k, _)| k.starts_with("model.") || k.starts_with("ema.")).collect()
+}
+
+/// The largest |a - b| over every tensor (same names required).
+fn max_diff(a: &TensorMap, b: &TensorMap) -> f32 {
+    assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
+    a.iter().flat_map(|(k, t)| t.data.iter().zip(&b[k].data).map(|(x, y)| (x - y).abs())).fold(0f32, f32::max)
+}
+
+/// steps.csv's loss column (the third).
+fn losses(run: &RunDir) -> Vec<f64> {
+    std::fs::read_to_string(run.steps()).unwrap().lines().skip(1).map(|l| l.split(',').nth(2).unwrap().parse().unwrap()).collect()
+}
+
+/// Two ranks of 16 images against one process of 32: the same weights (up to the
+/// order of float sums), the same logged losses, one writer.
+fn two_ranks_train_as_one(extra: &[&str], tol: f32) {
+    let dir = tempfile::tempdir().unwrap();
+    let (one, two) = (RunDir::new(dir.path().join("one")), RunDir::new(dir.path().join("two")));
+    let c = config(extra);
+    let single = train_ranks(vec![World::single()], &c, &one).pop().unwrap().unwrap();
+    let ranks = train_ranks(LocalGroup::worlds(2, Duration::from_secs(120)), &c, &two);
+    let ranks: Vec<Outcome> = ranks.into_iter().map(Result::unwrap).collect();
+    assert_eq!(ranks[0].summary().steps, 6);
+    assert_eq!(single.summary().steps, 6);
+
+    let d = max_diff(&model_tensors(&one.latest()), &model_tensors(&two.latest()));
+    eprintln!("{extra:?}: largest difference of any weight, 2 ranks vs 1 process: {d:e}");
+    assert!(d <= tol, "{extra:?}: 2 ranks end {d:e} away from 1 process (tolerance {tol:e})");
+    let (l1, l2) = (losses(&one), losses(&two));
+    assert_eq!(l1.len(), 6, "one row per step");
+    assert_eq!(l2.len(), 6, "rank 1 writes no rows of its own");
+    for (a, b) in l1.iter().zip(&l2) {
+        assert!((a - b).abs() <= 1e-4 * a.abs(), "logged loss {b} (2 ranks) vs {a} (1 process)");
+    }
+    // Rank 0 measured the test set and wrote results.json; rank 1 did neither.
+    let (Outcome::Classify(r0), Outcome::Classify(r1)) = (&ranks[0], &ranks[1]) else { panic!("classifiers") };
+    assert!(r0.test.is_some() && r1.test.is_none());
+    assert!(two.results().exists());
+}
+
+#[test]
+fn two_ranks_train_the_model_one_process_trains_with_adamw() {
+    two_ranks_train_as_one(&["stabilizers.clip_grad_norm=1.0"], 2e-5);
+}
+
+/// AdamW normalises the gradient's scale away (and clipping bounds it), so a wrong
+/// scale of the summed gradients would hide there: plain SGD shows it.
+#[test]
+fn two_ranks_train_the_model_one_process_trains_with_sgd() {
+    two_ranks_train_as_one(&["optim.name=sgd", "optim.lr=0.1", "optim.momentum=0.9", "optim.weight_decay=0"], 2e-5);
+}
+
+#[test]
+fn a_batch_the_ranks_cannot_share_equally_is_a_config_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = RunDir::new(dir.path().join("r"));
+    for r in train_ranks(LocalGroup::worlds(3, Duration::from_secs(60)), &config(&[]), &run) {
+        let e = r.err().expect("refused").to_string();
+        assert!(e.contains("batch_size") && e.contains("not a multiple of the 3 ranks"), "{e}");
+    }
+}
+
+#[test]
+fn a_rank_that_stops_answering_is_named_within_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = RunDir::new(dir.path().join("r"));
+    let mut worlds = LocalGroup::worlds(2, Duration::from_millis(500));
+    worlds.pop(); // rank 1 never starts
+    let started = std::time::Instant::now();
+    let e = train_ranks(worlds, &config(&[]), &run).pop().unwrap().err().expect("times out").to_string();
+    assert!(e.contains("rank 1 did not answer within 0.5 s"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(60));
+}
+
+#[test]
+fn cyclegan_refuses_more_than_one_rank() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = RunDir::new(dir.path().join("r"));
+    // Refused before any data is read: empty domain folders do.
+    for d in ["trainA", "trainB", "testA", "testB"] {
+        std::fs::create_dir_all(dir.path().join("data").join(d)).unwrap();
+    }
+    let data = format!("data.path={}", dir.path().join("data").display());
+    let c = ExperimentConfig::load(None, &["task=cyclegan".to_string(), data]).unwrap();
+    for r in train_ranks(LocalGroup::worlds(2, Duration::from_secs(60)), &c, &run) {
+        let e = r.err().expect("refused").to_string();
+        assert!(e.contains("CycleGAN trains in one process"), "{e}");
+    }
+}
