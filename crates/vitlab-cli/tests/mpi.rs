@@ -132,6 +132,22 @@ fn a_stopped_rank_ends_the_job_within_the_peer_timeout() {
     };
     let _ = Command::new("kill").args(["-KILL", &pid]).status();
     let err = rest.join().unwrap();
-    assert!(!status.success());
+    // An error (1), not "diverged" (3).
+    assert_eq!(status.code(), Some(1), "{err}");
     assert!(err.contains("a peer did not answer within 2 s"), "{err}");
+}
+
+/// An error on one rank alone (rank 0's run directory cannot be created here) ends
+/// the job at once instead of leaving the other rank waiting for the peer timeout.
+#[test]
+fn an_error_on_one_rank_ends_the_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = dir.path().join("file");
+    std::fs::write(&blocker, "not a folder").unwrap();
+    let started = Instant::now();
+    let o = mpiexec(2).args(train_args(&blocker.join("run"), &["--peer-timeout", "120"])).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("rank 0 of 2") && err.contains("aborting every rank"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(60), "took {:?}", started.elapsed());
 }

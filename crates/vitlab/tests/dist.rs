@@ -123,6 +123,7 @@ fn a_batch_the_ranks_cannot_share_equally_is_a_config_error() {
         let e = r.err().expect("refused").to_string();
         assert!(e.contains("batch_size") && e.contains("not a multiple of the 3 ranks"), "{e}");
     }
+    assert!(!run.root.exists(), "refused before anything is written");
 }
 
 #[test]
@@ -151,4 +152,5 @@ fn cyclegan_refuses_more_than_one_rank() {
         let e = r.err().expect("refused").to_string();
         assert!(e.contains("CycleGAN trains in one process"), "{e}");
     }
+    assert!(!run.root.exists(), "refused before anything is written");
 }

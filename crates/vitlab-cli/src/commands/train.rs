@@ -11,7 +11,7 @@ use vitlab::Error;
 
 #[derive(clap::Args)]
 #[command(after_help = "Exit status: 0 when the run finished (completed, stopped early or at max_steps), \
-3 when it stopped because it diverged (results.json records exit_cause \"exploded\"), 1 on an error, 2 on a usage error.")]
+3 when it stopped because it diverged (results.json records exit_cause \"exploded\"), 1 on an error (under mpiexec also when a peer stopped answering or another rank failed), 2 on a usage error.")]
 pub struct Args {
     /// Experiment config (TOML; see configs/ and docs/CONFIG.md).
     #[arg(long, short)]
@@ -46,9 +46,16 @@ fn positive_seconds(s: &str) -> Result<f64, String> {
 /// [`vitlab::sweep::EXIT_DIVERGED`] when it stopped because it diverged (`exploded`).
 pub fn run(args: Args) -> vitlab::Result<ExitCode> {
     let world = World::from_launch(Duration::from_secs_f64(args.peer_timeout))?;
-    if world.size() > 1 {
-        eprintln!("{}", world.describe());
+    if world.size() == 1 {
+        return train(args, &world);
     }
+    eprintln!("{}", world.describe());
+    // An error on one rank alone would leave the others waiting for it in their next
+    // collective: it ends the whole job instead.
+    Ok(train(args, &world).unwrap_or_else(|e| world.abort(&e.to_string())))
+}
+
+fn train(args: Args, world: &World) -> vitlab::Result<ExitCode> {
     // One progress display: rank 0's (the others print errors only).
     let mut progress = crate::progress::Bar::new(args.quiet || !world.writes());
     let mut silent = vitlab::train::Progress::silent();
@@ -56,14 +63,14 @@ pub fn run(args: Args) -> vitlab::Result<ExitCode> {
     let (run, results) = match args.resume {
         Some(dir) => {
             let run = RunDir::new(dir);
-            let results = vitlab::train::train_in(&world, Start::Resume(&args.overrides), &run, progress)?;
+            let results = vitlab::train::train_in(world, Start::Resume(&args.overrides), &run, progress)?;
             (run, results)
         }
         None => {
             let config = ExperimentConfig::load(args.config.as_deref(), &args.overrides)?;
             let out = args.out.expect("clap requires --out without --resume");
-            // Rank 0 may already have created it: the check is rank 0's.
-            if world.writes() && out.join("checkpoints").join("latest.safetensors").exists() {
+            // Every rank checks (no rank writes a checkpoint before all have taken a step).
+            if out.join("checkpoints").join("latest.safetensors").exists() {
                 return Err(Error::usage(
                     "--out",
                     format!(
@@ -74,7 +81,7 @@ pub fn run(args: Args) -> vitlab::Result<ExitCode> {
                 ));
             }
             let run = RunDir::new(out);
-            let results = vitlab::train::train_in(&world, Start::New(&config), &run, progress)?;
+            let results = vitlab::train::train_in(world, Start::New(&config), &run, progress)?;
             (run, results)
         }
     };

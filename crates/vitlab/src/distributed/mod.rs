@@ -13,8 +13,9 @@
 //! A [`World`] is chosen once, at the binary's edge: [`World::single`] for one process,
 //! [`LocalGroup`] for ranks as threads of one process (tests, and a reference for the
 //! semantics), and MPI (`mpiexec -n N vitlab train ...`, cargo feature `mpi`).
-//! Every collective waits at most the world's timeout for the other ranks, and names
-//! the ones that did not answer.
+//! Every collective waits at most the world's timeout for the other ranks (threads
+//! then name the ranks that did not answer; under MPI the job ends through
+//! `MPI_Abort`, and `mpiexec` names a rank that died).
 
 mod grads;
 mod local;
@@ -56,6 +57,12 @@ pub trait Collective: Send + Sync {
     fn all_reduce(&self, buf: &mut [f32], op: Reduce) -> Result<()>;
     /// The same for double-precision values (monitors, counts, hashes).
     fn all_reduce_f64(&self, buf: &mut [f64], op: Reduce) -> Result<()>;
+    /// Ends the whole job after an error on this rank alone (a rank that returned
+    /// would leave the others waiting in their next collective until the timeout).
+    fn abort(&self, message: &str) -> ! {
+        eprintln!("error: {message}");
+        std::process::exit(1)
+    }
     /// Where this rank runs, for the log (`rank R of N: pid P on HOST`).
     fn describe(&self) -> String {
         format!("rank {} of {}: pid {}", self.rank(), self.size(), std::process::id())
@@ -117,6 +124,12 @@ impl World {
         self.0.describe()
     }
 
+    /// Ends every rank of the job after `message`, an error on this rank (see
+    /// [`Collective::abort`]).
+    pub fn abort(&self, message: &str) -> ! {
+        self.0.abort(message)
+    }
+
     /// This rank's rows of a global batch of `n`: contiguous, in rank order, sizes
     /// differing by at most one.
     pub fn slice(&self, n: usize) -> Range<usize> {
@@ -138,12 +151,22 @@ impl World {
         self.0.all_reduce_f64(buf, op)
     }
 
-    /// Checks that every rank holds the same state (`hash` of its weights and
-    /// optimiser); an error names the ranks that differ from rank 0.
-    pub fn check_replicas(&self, hash: u64, what: &str) -> Result<()> {
+    /// Rank 0's values of `buf`, on every rank (returned too, for chaining).
+    pub fn from_rank0<'b>(&self, buf: &'b mut [f64]) -> Result<&'b mut [f64]> {
+        if !self.writes() {
+            buf.iter_mut().for_each(|x| *x = 0.0);
+        }
+        self.all_reduce_f64(buf, Reduce::Sum)?;
+        Ok(buf)
+    }
+
+    /// Checks that every rank holds the same `tensors` (weights, optimiser state),
+    /// by fingerprint; an error names the ranks that differ from rank 0.
+    pub fn check_replicas(&self, tensors: &crate::tensor_file::TensorMap, what: &str) -> Result<()> {
         if self.size() == 1 {
             return Ok(());
         }
+        let hash = fingerprint(tensors.values().map(|t| &t.data[..]));
         // Exact in f64: 32-bit halves, and a one-hot row per rank for the culprits.
         let k = self.size();
         let mut buf = vec![0f64; 2 * k];
@@ -247,6 +270,37 @@ mod tests {
                 next = s.end;
             }
             assert_eq!(next, n);
+        }
+    }
+
+    /// Runs `f` on every rank of a 2-thread group; the results in rank order.
+    fn on_two_ranks<T: Send>(f: impl Fn(&World) -> T + Sync) -> Vec<T> {
+        let worlds = LocalGroup::worlds(2, Duration::from_secs(10));
+        std::thread::scope(|s| {
+            let handles: Vec<_> = worlds.iter().map(|w| s.spawn(|| f(w))).collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    }
+
+    #[test]
+    fn every_rank_gets_rank_0s_values_and_a_diverged_replica_is_named() {
+        let got = on_two_ranks(|w| {
+            let mut v = [w.rank() as f64 + 0.5, f64::NAN, -1.0 - w.rank() as f64];
+            w.from_rank0(&mut v).unwrap().to_vec()
+        });
+        for v in &got {
+            assert_eq!((v[0], v[2]), (0.5, -1.0));
+            assert!(v[1].is_nan());
+        }
+        let tensors = |x: f32| {
+            let mut m = crate::tensor_file::TensorMap::new();
+            m.insert("w".into(), crate::tensor_file::HostTensor::new(vec![2], vec![1.0, x]));
+            m
+        };
+        assert!(on_two_ranks(|w| w.check_replicas(&tensors(2.0), "weights")).iter().all(Result::is_ok));
+        for r in on_two_ranks(|w| w.check_replicas(&tensors(w.rank() as f32), "weights")) {
+            let e = r.unwrap_err().to_string();
+            assert!(e.contains("rank(s) 1 hold other weights than rank 0"), "{e}");
         }
     }
 

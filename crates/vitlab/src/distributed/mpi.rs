@@ -34,17 +34,23 @@ struct Comm {
     world: SimpleCommunicator,
 }
 
-// SAFETY: MPI is initialised for funnelled use and every call goes through the
-// mutex, from the training thread (the loader's workers never call MPI), so no two
-// threads are ever inside MPI at once.
+// SAFETY: MPI is initialised with (at least) MPI_THREAD_SERIALIZED, checked in
+// `init`, and every call goes through the mutex, so no two threads are ever inside
+// MPI at once.
 unsafe impl Send for MpiWorld {}
 unsafe impl Sync for MpiWorld {}
 
 impl MpiWorld {
     /// Initialises MPI; each collective waits at most `timeout` for the other ranks.
     pub fn init(timeout: Duration) -> Result<MpiWorld> {
-        let (universe, _) = mpi::initialize_with_threading(Threading::Funneled)
+        let (universe, granted) = mpi::initialize_with_threading(Threading::Serialized)
             .ok_or_else(|| Error::Distributed("MPI was initialised twice in this process".into()))?;
+        if matches!(granted, Threading::Single | Threading::Funneled) {
+            return Err(Error::Distributed(format!(
+                "this MPI grants {granted:?} threading; vitlab calls MPI from one thread at a time but not always \
+                 the same one, which needs MPI_THREAD_SERIALIZED (build the MPI library with thread support)"
+            )));
+        }
         let world = universe.world();
         let (rank, size) = (world.rank() as usize, world.size() as usize);
         Ok(MpiWorld { rank, size, timeout, comm: Mutex::new(Comm { _universe: universe, world }) })
@@ -76,7 +82,7 @@ impl MpiWorld {
                         self.size,
                         fmt_secs(self.timeout)
                     );
-                    comm.world.abort(3);
+                    comm.world.abort(1);
                 }
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(Duration::from_millis(1));
@@ -100,6 +106,14 @@ impl Collective for MpiWorld {
 
     fn all_reduce_f64(&self, buf: &mut [f64], op: Reduce) -> Result<()> {
         self.reduce(buf, op)
+    }
+
+    fn abort(&self, message: &str) -> ! {
+        eprintln!("error: rank {} of {}: {message}; aborting every rank", self.rank, self.size);
+        // Not through the mutex: a collective that holds it may be what failed.
+        // SAFETY: MPI_Abort is the one call the standard allows at any time.
+        unsafe { mpi::ffi::MPI_Abort(mpi::ffi::RSMPI_COMM_WORLD, 1) };
+        std::process::exit(1)
     }
 
     fn describe(&self) -> String {

@@ -186,26 +186,16 @@ impl Classifier {
     /// Trains as one rank of `world`: on its slice of every global batch, with the
     /// gradients summed over the ranks (see [`crate::distributed`]).
     pub fn in_world(mut self, world: World) -> Result<Self> {
+        super::check_world(&self.config, &world)?;
         let k = world.size();
-        if k > 1 {
-            if self.model.head_bn.is_some() {
-                return Err(Error::config(
-                    "model.head",
-                    format!(
-                        "the paper head of vit22b-code has BatchNorm, whose batch statistics would differ between the \
-                         {k} ranks (not synchronised); use model.head = \"linear\" or one process"
-                    ),
-                ));
-            }
-            if !self.config.batch_size.is_multiple_of(k) {
-                return Err(Error::config(
-                    "batch_size",
-                    format!(
-                        "{} is not a multiple of the {k} ranks (each takes an equal slice of every batch)",
-                        self.config.batch_size
-                    ),
-                ));
-            }
+        if k > 1 && self.model.head_bn.is_some() {
+            return Err(Error::config(
+                "model.head",
+                format!(
+                    "the paper head of vit22b-code has BatchNorm, whose batch statistics would differ between the {k} \
+                     ranks (not synchronised); use model.head = \"linear\" or one process"
+                ),
+            ));
         }
         self.world = world;
         Ok(self)

@@ -541,11 +541,15 @@ impl<T: Task> Loop<'_, T> {
     /// `Some` when the run stops here.
     fn end_epoch(&mut self) -> Result<Option<ExitCause>> {
         let epoch = self.state.epoch;
-        let val = self.task.validate(epoch + 1)?;
+        let mut val = self.task.validate(epoch + 1)?;
         if self.world.size() > 1 {
+            // Rank 0's validation on every rank: `best` and early stopping decide alike.
+            if let Some(v) = &mut val {
+                self.world.from_rank0(&mut v.values)?;
+                v.score = self.world.from_rank0(&mut [v.score])?[0];
+            }
             let tensors = self.task.checkpoint_tensors();
-            let hash = crate::distributed::fingerprint(tensors.values().map(|t| &t.data[..]));
-            self.world.check_replicas(hash, "weights or optimiser state")?;
+            self.world.check_replicas(&tensors, "weights or optimiser state")?;
         }
         self.log_epoch(epoch, val.as_ref());
         let s = &mut self.state;

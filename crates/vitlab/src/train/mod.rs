@@ -108,9 +108,6 @@ pub enum Start<'a> {
 /// overrides) and writes it as config.toml.
 /// Only rank 0 of a data-parallel run writes; the others read the same checkpoint.
 pub fn prepare(start: &Start, run: &RunDir, world: &World) -> Result<(ExperimentConfig, Option<Checkpoint>)> {
-    if world.writes() {
-        run.create()?;
-    }
     let checkpoint = match start {
         Start::Resume(_) => {
             let path = run.latest();
@@ -136,10 +133,35 @@ pub fn prepare(start: &Start, run: &RunDir, world: &World) -> Result<(Experiment
         }
         (Start::Resume(_), None) => unreachable!("resume loads a checkpoint"),
     };
+    check_world(&config, world)?;
     if world.writes() {
+        run.create()?;
         crate::util::fs::atomic_write(&run.config(), config.to_toml().as_bytes())?;
     }
     Ok((config, checkpoint))
+}
+
+/// What a data-parallel run cannot train, refused before anything is written.
+pub(crate) fn check_world(config: &ExperimentConfig, world: &World) -> Result<()> {
+    let k = world.size();
+    if k == 1 {
+        return Ok(());
+    }
+    if config.task == crate::config::TaskKind::Cyclegan {
+        return Err(Error::config(
+            "task",
+            format!(
+                "CycleGAN trains in one process: data-parallel training ({k} ranks) is for classifiers; run it without mpiexec"
+            ),
+        ));
+    }
+    if !config.batch_size.is_multiple_of(k) {
+        return Err(Error::config(
+            "batch_size",
+            format!("{} is not a multiple of the {k} ranks (each takes an equal slice of every batch)", config.batch_size),
+        ));
+    }
+    Ok(())
 }
 
 /// What a run produced, by task.
@@ -237,13 +259,6 @@ pub fn train_in(world: &World, start: Start, run: &RunDir, progress: &mut dyn Ob
         crate::config::TaskKind::Classify => {
             classify::train_prepared(config, checkpoint, run, world, progress).map(Outcome::Classify)
         }
-        crate::config::TaskKind::Cyclegan if world.size() > 1 => Err(Error::config(
-            "task",
-            format!(
-                "CycleGAN trains in one process: data-parallel training ({} ranks) is for classifiers; run it without mpiexec",
-                world.size()
-            ),
-        )),
         crate::config::TaskKind::Cyclegan => cyclegan::train_prepared(config, checkpoint, run, progress).map(Outcome::Cyclegan),
     }
 }
