@@ -108,13 +108,16 @@ fn a_stopped_rank_ends_the_job_within_the_peer_timeout() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Rank 1's pid from its start line, then SIGSTOP it once the ranks are training.
+    // Rank 1's pid from its start line (found anywhere in a line: mpiexec may join
+    // the ranks' output), then SIGSTOP it once the ranks are training.
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let pid = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|l| l.strip_prefix("rank 1 of 2: pid ").map(|r| r.split_whitespace().next().unwrap().to_string()))
-        .expect("rank 1 names its pid");
+    let mut seen = Vec::new();
+    let pid = lines.by_ref().map_while(Result::ok).find_map(|l| {
+        let pid = l.split("rank 1 of 2: pid ").nth(1).map(|r| r.split_whitespace().next().unwrap().to_string());
+        seen.push(l);
+        pid
+    });
+    let pid = pid.unwrap_or_else(|| panic!("rank 1 did not name its pid; stderr:\n{}", seen.join("\n")));
     let rest = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>().join("\n"));
     std::thread::sleep(Duration::from_secs(3));
     assert!(Command::new("kill").args(["-STOP", &pid]).status().unwrap().success());

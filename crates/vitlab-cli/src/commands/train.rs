@@ -49,7 +49,8 @@ pub fn run(args: Args) -> vitlab::Result<ExitCode> {
     if world.size() == 1 {
         return train(args, &world);
     }
-    eprintln!("{}", world.describe());
+    // One write, so that mpiexec does not interleave the ranks' lines.
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("{}\n", world.describe()).as_bytes());
     // An error on one rank alone would leave the others waiting for it in their next
     // collective: it ends the whole job instead.
     Ok(train(args, &world).unwrap_or_else(|e| world.abort(&e.to_string())))
