@@ -13,9 +13,12 @@
 #                                        saved-runs/NAME/ of this checkout, to commit:
 #                                        a session's machine does not outlive it. Save and
 #                                        commit ONCE per session, at its end: each commit of
-#                                        the two checkpoints adds ~86 MB of diff, and a session
-#                                        whose commits add up past 256 MiB lands nothing (session 10
-#                                        lost every epoch after 13 that way)
+#                                        the two checkpoints adds ~196 MiB of diff as
+#                                        `git diff --binary` counts it (old and new bytes of both
+#                                        43 MB files), and a session whose commits add up past
+#                                        256 MiB lands nothing: sessions 10 and 14 lost every
+#                                        epoch they ran that way. Keep the session's other
+#                                        commits small (no other binaries, no large tables)
 #   tools/long_run.sh restore NAME       the reverse, on a new machine (also unpacks CIFAR-10 from
 #                                        ../shared/data where the run's config expects it), then `resume`
 #
