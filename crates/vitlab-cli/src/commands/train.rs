@@ -58,7 +58,7 @@ pub fn run(args: Args) -> vitlab::Result<ExitCode> {
 
 fn train(args: Args, world: &World) -> vitlab::Result<ExitCode> {
     // One progress display: rank 0's (the others print errors only).
-    let mut progress = crate::progress::Bar::new(args.quiet || !world.writes());
+    let mut progress = crate::progress::Bar::new(args.quiet);
     let mut silent = vitlab::train::Progress::silent();
     let progress: &mut dyn vitlab::train::Observer = if world.writes() { &mut progress } else { &mut silent };
     let (run, results) = match args.resume {
