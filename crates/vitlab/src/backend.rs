@@ -44,6 +44,19 @@ impl Backend {
         }
     }
 
+    /// Whether the backend can run here: compiled in and, for the GPU backends, a GPU that
+    /// its library sees (LibTorch: `torch.cuda.is_available()`; CubeCL is not probed and
+    /// counts as available when compiled).
+    pub fn available(self) -> bool {
+        match self {
+            #[cfg(feature = "tch")]
+            Backend::TchCuda => tch::Cuda::is_available(),
+            #[cfg(not(feature = "tch"))]
+            Backend::TchCuda => false,
+            b => b.compiled(),
+        }
+    }
+
     /// The CPU backends compiled into this binary, fastest-first preference aside.
     pub fn compiled_cpu() -> Vec<Backend> {
         [Backend::Flex, Backend::Tch].into_iter().filter(|b| b.compiled()).collect()

@@ -14,25 +14,8 @@ use vitlab::train::cyclegan::{load_generator, translate_files, translate_page, D
 use vitlab::train::progress::Progress;
 use vitlab::train::{train, Checkpoint, ExitCause, Outcome, RunDir, Start};
 
-/// An unpaired folder of 24x24 PNGs: domain A horizontal stripes, B vertical ones.
-fn unpaired(dir: &Path, train: usize, test: usize) -> PathBuf {
-    let root = dir.join("data");
-    for (split, n) in [("train", train), ("test", test)] {
-        for (d, vertical) in [("A", false), ("B", true)] {
-            let folder = root.join(format!("{split}{d}"));
-            std::fs::create_dir_all(&folder).unwrap();
-            for i in 0..n {
-                let img = image::RgbImage::from_fn(24, 24, |x, y| {
-                    let t = if vertical { x } else { y };
-                    let v = ((t * 37 + i as u32 * 11) % 200 + 20) as u8;
-                    image::Rgb([v, v / 2 + (i as u8 % 50), 255 - v])
-                });
-                img.save(folder.join(format!("{i:03}.png"))).unwrap();
-            }
-        }
-    }
-    root
-}
+mod common;
+use common::unpaired;
 
 fn config(data: &Path, extra: &[&str]) -> ExperimentConfig {
     let mut o: Vec<String> = [

@@ -6,40 +6,13 @@ mod common;
 
 use burn::module::Module;
 use burn::tensor::{Device, Tensor};
-use common::{assert_close, assert_close_scaled, backends, host, tensor, Fixture};
+use common::{assert_close, assert_close_scaled, backends, host, model_config, tensor, with_weights, Fixture};
 use vitlab::inspect::{AttentionMaps, Fusion};
-use vitlab::models::weights::{
-    apply, apply_deterministic, collect_grads, deterministic_values, load_file, write_safetensors, HostTensor, Layout,
-};
-use vitlab::models::{
-    AttnScale, Block, BlockConfig, Discriminator, DiscriminatorConfig, HeadKind, Init, ModelConfig, Pool, Vit, VitUnet,
-    VitUnetConfig,
-};
+use vitlab::models::weights::{collect_grads, deterministic_values, load_file, write_safetensors, HostTensor, Layout};
+use vitlab::models::{Block, BlockConfig, Discriminator, DiscriminatorConfig, Init, Pool, Vit, VitUnet, VitUnetConfig};
 
 const OUT_TOL: f64 = 1e-4;
 const GRAD_TOL: f64 = 1e-3;
-
-fn model_config(f: &Fixture) -> ModelConfig {
-    ModelConfig {
-        block: f.str("variant").parse().unwrap(),
-        depth: f.usize("depth"),
-        dim: f.usize("dim"),
-        mlp_dim: f.usize("mlp_dim"),
-        heads: f.usize("heads"),
-        image_size: f.usize("image_size"),
-        patch_size: f.usize("patch_size"),
-        channels: f.usize("channels"),
-        num_classes: f.usize("num_classes"),
-        pool: f.str("pool").parse::<Pool>().unwrap(),
-        head: f.str("head").parse::<HeadKind>().unwrap(),
-        attn_scale: f.str("attn_scale").parse::<AttnScale>().unwrap(),
-        final_norm: f.bool("final_norm"),
-        qkv_bias: f.bool("qkv_bias"),
-        norm_eps: f.f64("norm_eps"),
-        norm_center: f.bool("norm_center"),
-        init: Init::Timm,
-    }
-}
 
 fn block_config(f: &Fixture) -> BlockConfig {
     BlockConfig {
@@ -52,15 +25,6 @@ fn block_config(f: &Fixture) -> BlockConfig {
         norm_eps: f.f64("norm_eps"),
         norm_center: f.bool("norm_center"),
         init: Init::Timm,
-    }
-}
-
-/// Loads the fixture's weights (stored or deterministic) into `module`.
-fn with_weights<M: Module>(f: &Fixture, module: M) -> M {
-    if f.meta.get("weights").map(String::as_str) == Some("det") {
-        apply_deterministic(module)
-    } else {
-        apply(module, &f.group("param"), std::path::Path::new(&f.name)).unwrap()
     }
 }
 

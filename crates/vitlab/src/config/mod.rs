@@ -206,12 +206,12 @@ impl ExperimentConfig {
                 }
             }
         }
-        if self.precision == Precision::Bf16 {
+        if self.precision == Precision::Bf16 && !matches!(self.backend, Backend::Tch | Backend::TchCuda) {
             // No silent fp32 fallback: say what runs where.
             return Err(Error::config(
                 "precision",
                 format!(
-                    "bf16 mixed precision is not available on the {} backend yet; the CPU backends train in fp32 (precision = \"fp32\")",
+                    "bf16 mixed precision runs on LibTorch (backend = \"tch\" or \"tch-cuda\"), not on {}; use precision = \"fp32\" there",
                     self.backend
                 ),
             ));

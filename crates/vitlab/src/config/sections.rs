@@ -272,6 +272,16 @@ pub enum Precision {
     Bf16,
 }
 
+impl Precision {
+    /// The dtype of the matrix products under autocast (models/precision.rs); `None` for fp32.
+    pub fn compute_dtype(self) -> Option<burn::tensor::FloatDType> {
+        match self {
+            Precision::Fp32 => None,
+            Precision::Bf16 => Some(burn::tensor::FloatDType::BF16),
+        }
+    }
+}
+
 /// What a run trains.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

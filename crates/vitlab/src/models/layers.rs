@@ -1,7 +1,7 @@
 //! The building blocks shared by every model: LayerNorm variants, the MLP,
 //! multi-head self-attention with optional QK-norm, and attention pooling.
 
-use super::fused;
+use super::{fused, precision};
 use burn::module::{Module, Param};
 use burn::nn::{Initializer, Linear, LinearConfig};
 use burn::tensor::activation::{gelu, softmax};
@@ -21,13 +21,26 @@ pub(crate) trait TokenLinear {
 impl TokenLinear for Linear {
     fn forward_tokens<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
         if D <= 2 {
-            return self.forward(x);
+            return linear_rows(self, x);
         }
         let mut dims = x.dims();
         let rows = dims[..D - 1].iter().product::<usize>();
-        let y = self.forward(x.reshape([rows, dims[D - 1]]));
+        let y = linear_rows(self, x.reshape([rows, dims[D - 1]]));
         dims[D - 1] = y.dims()[1];
         y.reshape(dims)
+    }
+}
+
+/// `x·W + b` for `[N, D]` (or `[D]`) rows; under autocast the product in bf16
+/// and the bias added in fp32 (models/precision.rs).
+fn linear_rows<const D: usize>(layer: &Linear, x: Tensor<D>) -> Tensor<D> {
+    if precision::compute_dtype().is_none() {
+        return layer.forward(x);
+    }
+    let y = precision::upper(burn::tensor::module::linear(precision::lower(x), precision::lower(layer.weight.val()), None));
+    match &layer.bias {
+        Some(b) => y + b.val().unsqueeze(),
+        None => y,
     }
 }
 
@@ -173,11 +186,12 @@ fn attend(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, scale: f64, probe: Probe) ->
         // One node with a hand-written backward (models/fused.rs).
         return (fused::attention(q, k, v, scale).swap_dims(1, 2).reshape([b, t, h * hd]), Probed::default());
     }
-    let logits = q.matmul(k.swap_dims(2, 3)).mul_scalar(scale);
+    use precision::{lower, upper};
+    let logits = upper(lower(q).matmul(lower(k).swap_dims(2, 3))).mul_scalar(scale);
     let max_logit = Some(logits.clone().detach().max());
     let weights = softmax(logits, 3);
     let maps = (probe == Probe::Maps).then(|| weights.clone().detach());
-    (weights.matmul(v).swap_dims(1, 2).reshape([b, t, h * hd]), Probed { max_logit, weights: maps })
+    (upper(lower(weights).matmul(lower(v))).swap_dims(1, 2).reshape([b, t, h * hd]), Probed { max_logit, weights: maps })
 }
 
 /// Multi-head self-attention: one fused QKV projection, optional QK-norm.
@@ -295,7 +309,7 @@ impl MapPool {
     pub fn forward(&self, x: Tensor<3>) -> Tensor<2> {
         let [b, t, d] = x.dims();
         let (h, hd) = (self.heads, d / self.heads);
-        let q = self.q.forward(self.probe.val()).reshape([1, 1, h, hd]).swap_dims(1, 2).repeat_dim(0, b);
+        let q = self.q.forward_tokens(self.probe.val()).reshape([1, 1, h, hd]).swap_dims(1, 2).repeat_dim(0, b);
         let kv = self.kv.forward_tokens(x).reshape([b, t, 2, h, hd]).permute([2, 0, 3, 1, 4]);
         let mut parts = kv.chunk(2, 0).into_iter().map(|p| p.squeeze_dim::<4>(0));
         let (k, v) = (parts.next().unwrap(), parts.next().unwrap());

@@ -11,6 +11,7 @@ pub mod fused;
 pub mod inception;
 pub(crate) mod init;
 pub(crate) mod layers;
+pub mod precision;
 pub(crate) mod vit;
 pub(crate) mod vitunet;
 pub mod weights;

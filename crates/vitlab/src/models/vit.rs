@@ -443,13 +443,13 @@ impl Vit {
     /// Class logits `[B, classes]` from pooled features.
     pub fn classify(&self, features: Tensor<2>) -> Tensor<2> {
         let Some(hidden) = &self.head_hidden else {
-            return self.head.forward(features);
+            return self.head.forward_tokens(features);
         };
-        let mut x = hidden.forward(features);
+        let mut x = hidden.forward_tokens(features);
         if let Some(bn) = &self.head_bn {
             x = bn.forward(x);
         }
-        self.head.forward(gelu(x))
+        self.head.forward_tokens(gelu(x))
     }
 
     /// `[B, C, H, W]` images to `[B, classes]` logits.

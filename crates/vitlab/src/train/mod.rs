@@ -255,6 +255,9 @@ pub fn train(start: Start, run: &RunDir, progress: &mut dyn Observer) -> Result<
 /// same arguments; rank 0 writes the run directory).
 pub fn train_in(world: &World, start: Start, run: &RunDir, progress: &mut dyn Observer) -> Result<Outcome> {
     let (config, checkpoint) = prepare(&start, run, world)?;
+    // Training, validation and the final test in the run's precision; FID's Inception
+    // network computes in fp32 either way (it never asks for the products' dtype).
+    let _precision = crate::models::precision::autocast(config.precision.compute_dtype());
     match config.task {
         crate::config::TaskKind::Classify => {
             classify::train_prepared(config, checkpoint, run, world, progress).map(Outcome::Classify)

@@ -4,12 +4,19 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use burn::module::Module;
 use burn::tensor::{Device, Tensor, TensorData};
 use vitlab::backend::Backend;
-use vitlab::models::weights::{read_safetensors, tensor_to_vec, HostTensor, TensorMap};
+use vitlab::models::weights::{apply, apply_deterministic, read_safetensors, tensor_to_vec, HostTensor, TensorMap};
+use vitlab::models::{AttnScale, HeadKind, Init, ModelConfig, Pool};
 
+/// A committed fixture; `VITLAB_FIXTURES` names their folder when the test binary runs
+/// outside the checkout it was built in (tools/gpu_check.sh on the GPU machine).
 pub fn fixture_path(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    match std::env::var_os("VITLAB_FIXTURES") {
+        Some(dir) => PathBuf::from(dir).join(name),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name),
+    }
 }
 
 /// A golden fixture written by tools/make_fixtures.py.
@@ -81,9 +88,17 @@ pub fn assert_close_scaled(what: &str, actual: &HostTensor, expected: &HostTenso
     rel
 }
 
-/// The CPU backends this test binary was built with (flex always, LibTorch with `tch`).
+/// The backends this test binary was built with (flex always, LibTorch with `tch`) and,
+/// when a GPU is present and this is a `tch` build, LibTorch CUDA (`tch-cuda`). A `tch`
+/// build without a GPU says on stderr that the CUDA cases did not run.
 pub fn backends() -> Vec<(Backend, Device)> {
-    Backend::compiled_cpu().into_iter().map(|b| (b, b.device().expect("compiled backend"))).collect()
+    let mut list = Backend::compiled_cpu();
+    if Backend::TchCuda.available() {
+        list.push(Backend::TchCuda);
+    } else if Backend::TchCuda.compiled() {
+        eprintln!("no CUDA device visible to LibTorch: this test's tch-cuda cases did not run");
+    }
+    list.into_iter().map(|b| (b, b.device().expect("compiled backend"))).collect()
 }
 
 // ---------------------------------------------------------------- data tests
@@ -114,4 +129,56 @@ pub fn assert_err(r: vitlab::Result<impl std::fmt::Debug>, file: &str, problem: 
 pub fn write_png(path: &Path, w: u32, h: u32, rgb: [u8; 3]) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     image::RgbImage::from_pixel(w, h, image::Rgb(rgb)).save(path).unwrap();
+}
+
+/// The `ModelConfig` of a model fixture (tools/make_fixtures.py's `config`).
+pub fn model_config(f: &Fixture) -> ModelConfig {
+    ModelConfig {
+        block: f.str("variant").parse().unwrap(),
+        depth: f.usize("depth"),
+        dim: f.usize("dim"),
+        mlp_dim: f.usize("mlp_dim"),
+        heads: f.usize("heads"),
+        image_size: f.usize("image_size"),
+        patch_size: f.usize("patch_size"),
+        channels: f.usize("channels"),
+        num_classes: f.usize("num_classes"),
+        pool: f.str("pool").parse::<Pool>().unwrap(),
+        head: f.str("head").parse::<HeadKind>().unwrap(),
+        attn_scale: f.str("attn_scale").parse::<AttnScale>().unwrap(),
+        final_norm: f.bool("final_norm"),
+        qkv_bias: f.bool("qkv_bias"),
+        norm_eps: f.f64("norm_eps"),
+        norm_center: f.bool("norm_center"),
+        init: Init::Timm,
+    }
+}
+
+/// Loads the fixture's weights (stored or deterministic) into `module`.
+pub fn with_weights<M: Module>(f: &Fixture, module: M) -> M {
+    if f.meta.get("weights").map(String::as_str) == Some("det") {
+        apply_deterministic(module)
+    } else {
+        apply(module, &f.group("param"), std::path::Path::new(&f.name)).unwrap()
+    }
+}
+
+/// An unpaired folder of 24x24 PNGs: domain A horizontal stripes, B vertical ones.
+pub fn unpaired(dir: &Path, train: usize, test: usize) -> PathBuf {
+    let root = dir.join("data");
+    for (split, n) in [("train", train), ("test", test)] {
+        for (d, vertical) in [("A", false), ("B", true)] {
+            let folder = root.join(format!("{split}{d}"));
+            std::fs::create_dir_all(&folder).unwrap();
+            for i in 0..n {
+                let img = image::RgbImage::from_fn(24, 24, |x, y| {
+                    let t = if vertical { x } else { y };
+                    let v = ((t * 37 + i as u32 * 11) % 200 + 20) as u8;
+                    image::Rgb([v, v / 2 + (i as u8 % 50), 255 - v])
+                });
+                img.save(folder.join(format!("{i:03}.png"))).unwrap();
+            }
+        }
+    }
+    root
 }

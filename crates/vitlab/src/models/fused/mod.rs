@@ -37,6 +37,8 @@ use burn::nn::conv::Conv2d;
 use burn::nn::PaddingConfig2d;
 use burn::tensor::{Shape, Slice, Tensor};
 
+use super::precision::{lower, upper};
+
 /// Forward-with-saved-state and backward kernels for the fused operations.
 /// The defaults are burn backend primitives; a backend overrides what it has
 /// a faster kernel for.
@@ -480,8 +482,10 @@ pub fn layer_norm<const D: usize>(x: Tensor<D>, gamma: Tensor<1>, beta: Tensor<1
 }
 
 /// `softmax(scale·QKᵀ)·V` over `[B, H, T, hd]` tensors.
+/// Under autocast in bf16, the result cast back to fp32 (models/precision.rs).
 pub fn attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, scale: f64) -> Tensor<4> {
-    Tensor::from_dispatch(<Dispatch as VitOps>::vit_attention(q.into_dispatch(), k.into_dispatch(), v.into_dispatch(), scale))
+    let [q, k, v] = [q, k, v].map(|t| lower(t).into_dispatch());
+    upper(Tensor::from_dispatch(<Dispatch as VitOps>::vit_attention(q, k, v, scale)))
 }
 
 /// A convolution layer's forward as one fused operation (PyTorch's kernels and
@@ -495,16 +499,38 @@ pub fn conv2d(conv: &Conv2d, x: Tensor<4>) -> Tensor<4> {
     };
     match (&conv.bias, padding) {
         (Some(bias), Some(padding)) if conv.dilation == [1, 1] && conv.groups == 1 => {
-            Tensor::from_dispatch(<Dispatch as VitOps>::vit_conv2d(
-                x.into_dispatch(),
-                conv.weight.val().into_dispatch(),
-                bias.val().into_dispatch(),
+            upper(Tensor::from_dispatch(<Dispatch as VitOps>::vit_conv2d(
+                lower(x).into_dispatch(),
+                lower(conv.weight.val()).into_dispatch(),
+                lower(bias.val()).into_dispatch(),
                 conv.stride,
                 padding,
-            ))
+            )))
         }
-        _ => conv.forward(x),
+        _ if super::precision::compute_dtype().is_none() => conv.forward(x),
+        _ => {
+            // burn's Conv2d::forward, its operands in the products' dtype.
+            let [_, _, h, w] = x.dims();
+            let padding = match conv.padding {
+                PaddingConfig2d::Valid => [(0, 0), (0, 0)],
+                PaddingConfig2d::Explicit(top, left, bottom, right) => [(top, bottom), (left, right)],
+                PaddingConfig2d::Same => {
+                    [same_padding(conv.kernel_size[0], conv.stride[0], h), same_padding(conv.kernel_size[1], conv.stride[1], w)]
+                }
+            };
+            let options = ConvOptions { stride: conv.stride, padding, dilation: conv.dilation, groups: conv.groups };
+            let bias = conv.bias.as_ref().map(|b| lower(b.val()));
+            upper(burn::tensor::module::conv2d(lower(x), lower(conv.weight.val()), bias, options))
+        }
     }
+}
+
+/// `PaddingConfig2d::Same`'s `(begin, end)` padding of one dimension, as burn's
+/// `Conv2d` computes it (that helper is private to burn-nn).
+fn same_padding(kernel: usize, stride: usize, size: usize) -> (usize, usize) {
+    let out = size.div_ceil(stride);
+    let total = if out > 0 { ((out - 1) * stride + kernel).saturating_sub(size) } else { 0 };
+    (total / 2, total - total / 2)
 }
 
 /// Reflection padding of `[B, C, H, W]` by `[top, bottom, left, right]`
