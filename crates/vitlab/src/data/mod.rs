@@ -159,3 +159,28 @@ pub struct Batch {
     /// label smoothing folded in; `None`: the labels are the targets.
     pub targets: Option<Vec<f32>>,
 }
+
+impl Batch {
+    /// The images `rows` of this batch (a data-parallel rank's slice), with their labels,
+    /// targets and positions.
+    pub fn rows(self, rows: std::ops::Range<usize>) -> Batch {
+        let n = self.shape[0];
+        if rows == (0..n) {
+            return self;
+        }
+        let cut = |v: Vec<f32>| {
+            let per = v.len() / n.max(1);
+            v[rows.start * per..rows.end * per].to_vec()
+        };
+        let mut shape = self.shape;
+        shape[0] = rows.len();
+        let start = self.positions.start;
+        Batch {
+            labels: self.labels.get(rows.clone()).map(<[u32]>::to_vec).unwrap_or_default(),
+            images: cut(self.images),
+            targets: self.targets.map(cut),
+            shape,
+            positions: start + rows.start..start + rows.end,
+        }
+    }
+}

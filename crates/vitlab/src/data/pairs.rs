@@ -87,6 +87,11 @@ impl PairBatch {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Rows `rows` of both domains' images (a data-parallel rank's slice).
+    pub fn rows(self, rows: std::ops::Range<usize>) -> PairBatch {
+        PairBatch { a: self.a.rows(rows.clone()), b: self.b.rows(rows) }
+    }
 }
 
 /// The unpaired dataset of a run, prepared for training.

@@ -17,6 +17,7 @@
 //! then name the ranks that did not answer; under MPI the job ends through
 //! `MPI_Abort`, and `mpiexec` names a rank that died).
 
+mod gather;
 mod grads;
 mod local;
 #[cfg(feature = "mpi")]
@@ -28,6 +29,7 @@ use std::time::Duration;
 
 use crate::{Error, Result};
 
+pub use gather::all_gather_rows;
 pub use grads::all_reduce_gradients;
 pub use local::LocalGroup;
 

@@ -524,29 +524,13 @@ pub fn train_prepared(
 
 /// Rows `rows` of a batch and of its stochastic-depth masks: a rank's slice.
 fn rows_of(batch: Batch, drop: Option<DropPath>, rows: Range<usize>) -> (Batch, Option<DropPath>) {
-    let n = batch.labels.len();
-    if rows == (0..n) {
+    if rows == (0..batch.labels.len()) {
         return (batch, drop);
     }
-    let per = |len: usize| len / n.max(1);
-    let cut = |v: Vec<f32>| {
-        let p = per(v.len());
-        v[rows.start * p..rows.end * p].to_vec()
-    };
     let drop = drop.map(|d| DropPath {
         masks: d.masks.into_iter().map(|block| block.into_iter().map(|m| m.slice([rows.clone()])).collect()).collect(),
     });
-    let mut shape = batch.shape;
-    shape[0] = rows.len();
-    let start = batch.positions.start;
-    let sliced = Batch {
-        labels: batch.labels[rows.clone()].to_vec(),
-        images: cut(batch.images),
-        targets: batch.targets.map(cut),
-        shape,
-        positions: start + rows.start..start + rows.end,
-    };
-    (sliced, drop)
+    (batch.rows(rows), drop)
 }
 
 #[cfg(test)]

@@ -36,7 +36,7 @@ use crate::config::ExperimentConfig;
 use crate::data::decode::Img;
 use crate::data::loader::Rng;
 use crate::data::pairs::{DomainImages, PairBatch, PairConfig, UnpairedData};
-use crate::distributed::World;
+use crate::distributed::{all_gather_rows, all_reduce_gradients, Reduce, World};
 use crate::metrics::features::{Extractor, Resize};
 use crate::metrics::fid::{frechet_distance, FeatureStats};
 use crate::models::inception::Tap;
@@ -130,6 +130,8 @@ pub struct CycleGan {
     samples_dir: PathBuf,
     /// Sample grids written since TensorBoard last took them.
     new_samples: Vec<(String, PathBuf)>,
+    /// The ranks of a data-parallel run (see [`CycleGan::in_world`]).
+    world: World,
 }
 
 /// The four networks' checkpoint prefixes, in the optimiser order.
@@ -178,7 +180,22 @@ impl CycleGan {
             last_fid: None,
             samples_dir: run.root.join("samples"),
             new_samples: Vec::new(),
+            world: World::single(),
         })
+    }
+
+    /// Trains as one rank of `world`: each rank runs the four networks on its slice of
+    /// every global batch and the gradients are summed over the ranks (weighted by the
+    /// slices' shares), as for classifiers. The history pools see the whole batch's
+    /// generated images on every rank, in order ([`all_gather_rows`]), so that their
+    /// draws, their contents and every rank's checkpoint are those of one process;
+    /// each rank's discriminators then score its own rows of the pooled batch.
+    /// Rank 0 alone measures FID (the loop hands its values to the others) and writes
+    /// sample grids.
+    pub fn in_world(mut self, world: World) -> Result<Self> {
+        super::check_world(&self.config, &world)?;
+        self.world = world;
+        Ok(self)
     }
 
     /// The FID network and the real test images' statistics, or why FID is off.
@@ -303,6 +320,10 @@ impl Task for CycleGan {
 
     fn step(&mut self, batch: PairBatch, ctx: &StepContext) -> Result<StepOutput> {
         let s = self.config.model.image_size;
+        let global = batch.len();
+        let rows = self.world.slice(global);
+        let share = rows.len() as f64 / global.max(1) as f64;
+        let batch = batch.rows(rows.clone());
         let shape = [batch.len(), 3, s, s];
         let real_a = Tensor::<4>::from_data(TensorData::new(batch.a.images, shape), &self.device);
         let real_b = Tensor::<4>::from_data(TensorData::new(batch.b.images, shape), &self.device);
@@ -332,21 +353,36 @@ impl Task for CycleGan {
             (Tensor::zeros([1], &self.device), Tensor::zeros([1], &self.device))
         };
         let loss_g = g_a.clone() + g_b.clone() + cycle_a.clone() + cycle_b.clone() + idt_a.clone() + idt_b.clone();
-        let grads_g = loss_g.backward();
+        let mut grads_g = loss_g.backward();
+        all_reduce_gradients(&self.g_a, &mut grads_g, share, &self.world)?;
+        all_reduce_gradients(&self.g_b, &mut grads_g, share, &self.world)?;
         let (st_ga, st_gb) = (grad_stats(&self.g_a, &grads_g), grad_stats(&self.g_b, &grads_g));
 
-        // Discriminators, on detached generated images through the history pools.
-        let pooled_b = self.pool_a.query(fake_b);
-        let pooled_a = self.pool_b.query(fake_a);
+        // Discriminators, on detached generated images through the history pools (over
+        // the whole batch, in order, on every rank; then this rank's rows).
+        let pooled = |pool: &mut ImagePool, fake: Tensor<4>| -> Result<Tensor<4>> {
+            let all = pool.query(all_gather_rows(&self.world, fake, global)?);
+            Ok(if rows.len() == global { all } else { all.narrow(0, rows.start, rows.len()) })
+        };
+        let pooled_b = pooled(&mut self.pool_a, fake_b)?;
+        let pooled_a = pooled(&mut self.pool_b, fake_a)?;
         let d_a = lsgan_discriminator_loss(self.d_a.forward(real_b), self.d_a.forward(pooled_b));
         let d_b = lsgan_discriminator_loss(self.d_b.forward(real_a), self.d_b.forward(pooled_a));
-        let grads_d = (d_a.clone() + d_b.clone()).backward();
+        let mut grads_d = (d_a.clone() + d_b.clone()).backward();
+        all_reduce_gradients(&self.d_a, &mut grads_d, share, &self.world)?;
+        all_reduce_gradients(&self.d_b, &mut grads_d, share, &self.world)?;
         let (st_da, st_db) = (grad_stats(&self.d_a, &grads_d), grad_stats(&self.d_b, &grads_d));
 
-        // One transfer for every scalar.
+        // One transfer for every scalar; over the ranks, the share-weighted sum of the
+        // losses (the whole batch's means) and the largest score.
         let parts = vec![d_a, d_b, g_a, g_b, cycle_a, cycle_b, idt_a, idt_b, max_score.reshape([1])];
-        let v: Vec<f64> =
+        let mut v: Vec<f64> =
             tensor_to_vec(Tensor::cat(parts.into_iter().map(|t| t.detach()).collect(), 0)).into_iter().map(f64::from).collect();
+        if self.world.size() > 1 {
+            v[..8].iter_mut().for_each(|x| *x *= share);
+            self.world.all_reduce_f64(&mut v[..8], Reduce::Sum)?;
+            self.world.all_reduce_f64(&mut v[8..], Reduce::Max)?;
+        }
         let loss = v[2..8].iter().sum::<f64>();
         let all = combine(&[&st_ga, &st_gb, &st_da, &st_db]);
         let explosion: Option<Explosion> = ctx.check(loss + v[0] + v[1], v[8], &all);
@@ -370,6 +406,10 @@ impl Task for CycleGan {
         // Measured every fid_every epochs and after the last.
         if !epochs_done.is_multiple_of(self.config.cyclegan.fid_every) && epochs_done != self.config.epochs {
             return Ok(None);
+        }
+        if !self.world.writes() {
+            // The loop replaces these by rank 0's values.
+            return Ok(Some(Validation { values: vec![f64::NAN; 2], score: f64::NAN }));
         }
         let inner = self.device.clone().inner();
         let (n, side) = (fid.count, self.config.model.image_size);
@@ -444,7 +484,7 @@ impl Task for CycleGan {
 
     fn after_step(&mut self, step: u64, total_steps: u64) -> Result<()> {
         let frac = self.config.cyclegan.sample_every;
-        if frac <= 0.0 {
+        if frac <= 0.0 || !self.world.writes() {
             return Ok(());
         }
         let every = ((total_steps as f64 * frac).round() as u64).max(1);
@@ -492,6 +532,7 @@ pub fn train_prepared(
     config: ExperimentConfig,
     checkpoint: Option<Checkpoint>,
     run: &RunDir,
+    world: &World,
     progress: &mut dyn Observer,
 ) -> Result<Results> {
     let device = config.backend.device()?;
@@ -506,7 +547,7 @@ pub fn train_prepared(
     };
     let data = UnpairedData::load(&config.data.path, &pairs)?;
     progress.message(&format!("data: {}", data.description));
-    let mut task = CycleGan::new(&config, data, &device, run)?;
+    let mut task = CycleGan::new(&config, data, &device, run)?.in_world(world.clone())?;
     let (gp, dp) = (task.generator.param_count(), task.discriminator.param_count());
     progress.message(&format!(
         "generators: 2 x {} {} ({gp} parameters each), discriminators: 2 x {} ({dp} each), backend {}",
@@ -519,7 +560,7 @@ pub fn train_prepared(
             config.cyclegan.fid_feature, config.cyclegan.fid_preprocess, config.cyclegan.fid_every
         )),
     }
-    let outcome = run_loop(&mut task, &config, run, checkpoint.as_ref(), &World::single(), progress)?;
+    let outcome = run_loop(&mut task, &config, run, checkpoint.as_ref(), world, progress)?;
     let summary = Summary::new(crate::config::TaskKind::Cyclegan, &outcome, task.selection(), 2 * (gp + dp), &config);
     let results = Results {
         summary,
@@ -535,8 +576,10 @@ pub fn train_prepared(
         discriminator: task.discriminator.clone(),
         data: task.data.description.clone(),
     };
-    let json = serde_json::to_string_pretty(&results).expect("results serialise");
-    crate::util::fs::atomic_write(&run.results(), json.as_bytes())?;
+    if world.writes() {
+        let json = serde_json::to_string_pretty(&results).expect("results serialise");
+        crate::util::fs::atomic_write(&run.results(), json.as_bytes())?;
+    }
     Ok(results)
 }
 

@@ -147,14 +147,6 @@ pub(crate) fn check_world(config: &ExperimentConfig, world: &World) -> Result<()
     if k == 1 {
         return Ok(());
     }
-    if config.task == crate::config::TaskKind::Cyclegan {
-        return Err(Error::config(
-            "task",
-            format!(
-                "CycleGAN trains in one process: data-parallel training ({k} ranks) is for classifiers; run it without mpiexec"
-            ),
-        ));
-    }
     if !config.batch_size.is_multiple_of(k) {
         return Err(Error::config(
             "batch_size",
@@ -262,6 +254,8 @@ pub fn train_in(world: &World, start: Start, run: &RunDir, progress: &mut dyn Ob
         crate::config::TaskKind::Classify => {
             classify::train_prepared(config, checkpoint, run, world, progress).map(Outcome::Classify)
         }
-        crate::config::TaskKind::Cyclegan => cyclegan::train_prepared(config, checkpoint, run, progress).map(Outcome::Cyclegan),
+        crate::config::TaskKind::Cyclegan => {
+            cyclegan::train_prepared(config, checkpoint, run, world, progress).map(Outcome::Cyclegan)
+        }
     }
 }
