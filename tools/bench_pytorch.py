@@ -5,11 +5,15 @@ Times training steps (forward, cross-entropy, backward, AdamW step) or
 inference batches of the same model vitlab benchmarks, written the way a
 PyTorch user would: the plain ViT is timm's ``VisionTransformer`` (fused
 ``scaled_dot_product_attention``), the ViT-22B variants are the reference
-modules of ``tools/make_fixtures.py``. Eager mode, fp32, all CPU threads. ``--model inception-fid``
+modules of ``tools/make_fixtures.py``. Eager mode (``--compile``: ``torch.compile``, inductor),
+fp32 (``--precision bf16``: forward and loss under ``torch.autocast(dtype=torch.bfloat16)``,
+as vitlab's ``precision = "bf16"``), all CPU threads or ``--device cuda``. ``--model inception-fid``
 is pytorch-fid's feature extraction (InceptionV3, 2048-d pool, inputs resized to 299);
 ``--model vitunet-SIZE`` / ``vit22bunet-SIZE`` one CycleGAN iteration (``cyclegan_step_fn``).
 
-Prints one JSON line: {"stack", "mode", "batch", "step_ms", "peak_rss_kib", "base_rss_kib"}.
+Prints one JSON line: {"stack", "mode", "batch", "step_ms", "peak_rss_kib", "base_rss_kib"}
+(``stack``: ``pytorch``, or ``pytorch-compile`` with ``--compile``; on CUDA the peak is
+``torch.cuda.max_memory_allocated``'s, in KiB, and the base 0).
 
     python3 tools/bench_pytorch.py --model vit-tiny --image-size 32 --patch-size 4 --batch 128 --mode train
 """
@@ -59,7 +63,7 @@ def build_inception_fid():
         pfi.fid_inception_v3 = saved
 
 
-def cyclegan_step_fn(args):
+def cyclegan_step_fn(args, dev, autocast, compiled):
     """One CycleGAN iteration as pytorch-CycleGAN-and-pix2pix's ``optimize_parameters``
     does it (and vitlab's trainer): G_A, G_B forward; LSGAN + 10 L1 cycle + 5 L1 identity;
     backward; Adam on both generators; the discriminators on pooled fakes (history of 50),
@@ -77,8 +81,8 @@ def cyclegan_step_fn(args):
     depth = args.depth or depth
     make_g = lambda: ViTUnet(block, depth, dim, mlp, heads, args.image_size, args.patch_size,
                              refiner_width=args.refiner_width)
-    g_a, g_b = make_g(), make_g()
-    d_a, d_b = Discriminator(args.discriminator), Discriminator(args.discriminator)
+    g_a, g_b = make_g().to(dev), make_g().to(dev)
+    d_a, d_b = Discriminator(args.discriminator).to(dev), Discriminator(args.discriminator).to(dev)
     opt_g = torch.optim.Adam(list(g_a.parameters()) + list(g_b.parameters()), lr=2e-4, betas=(0.5, 0.999))
     opt_d = torch.optim.Adam(list(d_a.parameters()) + list(d_b.parameters()), lr=2e-4, betas=(0.5, 0.999))
     pools = ([], [])
@@ -98,13 +102,30 @@ def cyclegan_step_fn(args):
                 out.append(im)
         return torch.cat(out, 0)
 
-    x = lambda: torch.rand(args.batch, 3, args.image_size, args.image_size) * 2 - 1
+    x = lambda: (torch.rand(args.batch, 3, args.image_size, args.image_size) * 2 - 1).to(dev)
     real_a, real_b = x(), x()
+    # Compiled copies run the forward passes; the optimisers hold the originals' parameters.
+    g_a_, g_b_, d_a_, d_b_ = g_a, g_b, d_a, d_b
+    g_a, g_b, d_a, d_b = (compiled(m) for m in (g_a, g_b, d_a, d_b))
 
     def step():
+        with autocast():
+            step_g()
+        pb, pa = query(pools[0], fake[0]), query(pools[1], fake[1])
+        with autocast():
+            loss_d = ((d_a(real_b) - 1) ** 2).mean() + (d_a(pb) ** 2).mean() \
+                + ((d_b(real_a) - 1) ** 2).mean() + (d_b(pa) ** 2).mean()
+        opt_d.zero_grad(set_to_none=True)
+        loss_d.backward()
+        opt_d.step()
+
+    fake = [None, None]
+
+    def step_g():
         fake_b, fake_a = g_a(real_a), g_b(real_b)
+        fake[0], fake[1] = fake_b, fake_a
         rec_a, rec_b = g_b(fake_b), g_a(fake_a)
-        for d in (d_a, d_b):
+        for d in (d_a_, d_b_):
             d.requires_grad_(False)
         loss_g = ((d_a(fake_b) - 1) ** 2).mean() + ((d_b(fake_a) - 1) ** 2).mean() \
             + 10 * F.l1_loss(rec_a, real_a) + 10 * F.l1_loss(rec_b, real_b) \
@@ -112,14 +133,8 @@ def cyclegan_step_fn(args):
         opt_g.zero_grad(set_to_none=True)
         loss_g.backward()
         opt_g.step()
-        for d in (d_a, d_b):
+        for d in (d_a_, d_b_):
             d.requires_grad_(True)
-        pb, pa = query(pools[0], fake_b), query(pools[1], fake_a)
-        loss_d = ((d_a(real_b) - 1) ** 2).mean() + (d_a(pb) ** 2).mean() \
-            + ((d_b(real_a) - 1) ** 2).mean() + (d_b(pa) ** 2).mean()
-        opt_d.zero_grad(set_to_none=True)
-        loss_d.backward()
-        opt_d.step()
 
     return step
 
@@ -138,24 +153,48 @@ def main():
     ap.add_argument("--depth", type=int, default=0, help="CycleGAN: generator depth (0: the size's)")
     ap.add_argument("--refiner-width", type=int, default=64)
     ap.add_argument("--discriminator", default="patchgan")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model(s) (inductor)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     args = ap.parse_args()
+
+    import contextlib
 
     import torch
 
+    dev = torch.device(args.device)
+    stack = "pytorch-compile" if args.compile else "pytorch"
+
+    def autocast():
+        if args.precision == "bf16":
+            return torch.autocast(args.device, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def sync():
+        if args.device == "cuda":
+            torch.cuda.synchronize()
+
+    def peak():
+        return torch.cuda.max_memory_allocated() // 1024 if args.device == "cuda" else peak_rss_kib()
+
+    def compiled(m):
+        return torch.compile(m) if args.compile else m
+
     torch.set_num_threads(os.cpu_count() or 1)
     torch.manual_seed(0)
-    base = peak_rss_kib()
+    base = 0 if args.device == "cuda" else peak_rss_kib()
     batch = args.batch if args.mode == "train" else args.infer_batch
     if args.model.startswith(("vitunet-", "vit22bunet-")):
-        step = cyclegan_step_fn(args)
+        step = cyclegan_step_fn(args, dev, autocast, compiled)
         times = []
         for i in range(args.warmup + args.steps):
             t = time.perf_counter()
             step()
+            sync()
             if i >= args.warmup:
                 times.append((time.perf_counter() - t) * 1000)
-        print(json.dumps(dict(stack="pytorch", mode="train", batch=args.batch, step_ms=times,
-                              peak_rss_kib=peak_rss_kib(), base_rss_kib=base)))
+        print(json.dumps(dict(stack=stack, mode="train", batch=args.batch, step_ms=times,
+                              peak_rss_kib=peak(), base_rss_kib=base)))
         return
     if args.model == "inception-fid":
         # pytorch-fid's feature extraction: [0, 1] images, resized to 299 inside the model.
@@ -165,7 +204,9 @@ def main():
         block, size = args.model.rsplit("-", 1)
         model = build(block, size, args.image_size, args.patch_size, args.num_classes)
         x = torch.randn(batch, 3, args.image_size, args.image_size)
-    y = torch.arange(batch) * 7 % args.num_classes
+    model, x = model.to(dev), x.to(dev)
+    y = (torch.arange(batch) * 7 % args.num_classes).to(dev)
+    run = compiled(model)
     times = []
     if args.mode == "train":
         model.train()
@@ -174,21 +215,24 @@ def main():
         for i in range(args.warmup + args.steps):
             t = time.perf_counter()
             opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(x), y)
+            with autocast():
+                loss = loss_fn(run(x), y)
             loss.backward()
             opt.step()
+            sync()
             if i >= args.warmup:
                 times.append((time.perf_counter() - t) * 1000)
     else:
         model.eval()
-        with torch.inference_mode():
+        with torch.inference_mode(), autocast():
             for i in range(args.warmup + args.steps):
                 t = time.perf_counter()
-                model(x)
+                run(x)
+                sync()
                 if i >= args.warmup:
                     times.append((time.perf_counter() - t) * 1000)
-    print(json.dumps(dict(stack="pytorch", mode=args.mode, batch=batch, step_ms=times,
-                          peak_rss_kib=peak_rss_kib(), base_rss_kib=base)))
+    print(json.dumps(dict(stack=stack, mode=args.mode, batch=batch, step_ms=times,
+                          peak_rss_kib=peak(), base_rss_kib=base)))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use vitlab::backend::Backend;
 use vitlab::bench::{self, Measurement, Mode};
+use vitlab::config::Precision;
 use vitlab::data::loader::{Loader, LoaderConfig};
 use vitlab::data::{Augment, Normalize};
 use vitlab::models::{BlockVariant, ModelConfig, Size};
@@ -55,6 +56,14 @@ pub struct Args {
     /// Also run the same model in PyTorch (tools/bench_pytorch.py) and print ratios.
     #[arg(long)]
     against_pytorch: bool,
+    /// With --against-pytorch: also time `torch.compile(model)` (inductor) as a second
+    /// reference row, `pytorch-compile`, and print the ratios to it.
+    #[arg(long, requires = "against_pytorch")]
+    compile: bool,
+    /// fp32, or bf16 mixed precision (vitlab's `precision = "bf16"`, LibTorch backends only;
+    /// PyTorch under `torch.autocast(dtype=torch.bfloat16)`).
+    #[arg(long, value_enum, default_value_t = PrecisionArg::Fp32)]
+    precision: PrecisionArg,
     /// Python with torch (and timm) for --against-pytorch.
     #[arg(long, default_value = "python3")]
     python: String,
@@ -117,6 +126,40 @@ impl From<ModeArg> for Mode {
             ModeArg::Train => Mode::Train,
             ModeArg::Infer => Mode::Infer,
         }
+    }
+}
+
+/// `--precision`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum PrecisionArg {
+    Fp32,
+    Bf16,
+}
+
+impl From<PrecisionArg> for Precision {
+    fn from(p: PrecisionArg) -> Self {
+        match p {
+            PrecisionArg::Fp32 => Precision::Fp32,
+            PrecisionArg::Bf16 => Precision::Bf16,
+        }
+    }
+}
+
+/// bf16 where it runs: the LibTorch backends, and not for the FID network (FID is
+/// always computed in fp32).
+fn check_precision(args: &Args, backends: &[Backend]) -> vitlab::Result<()> {
+    if args.precision == PrecisionArg::Fp32 {
+        return Ok(());
+    }
+    if is_inception(args) {
+        return Err(Error::usage("--precision", "FID features are computed in fp32; bench inception-fid with --precision fp32"));
+    }
+    match backends.iter().find(|b| !matches!(b, Backend::Tch | Backend::TchCuda)) {
+        Some(b) => Err(Error::usage(
+            "--precision",
+            format!("bf16 runs on the LibTorch backends (tch, tch-cuda), not on {b}; pick one with --backend"),
+        )),
+        None => Ok(()),
     }
 }
 
@@ -187,7 +230,9 @@ fn cyclegan_config(args: &Args) -> vitlab::Result<Option<vitlab::config::Experim
 fn run_child(args: &Args, spec: &str) -> vitlab::Result<()> {
     let (backend, mode) = spec.split_once(':').ok_or_else(|| Error::usage("--child", "expected BACKEND:MODE"))?;
     let backend: Backend = backend.parse()?;
+    check_precision(args, &[backend])?;
     let device = backend.device()?;
+    let _precision = vitlab::models::precision::autocast(Precision::from(args.precision).compute_dtype());
     let base = bench::peak_rss_kib();
     let (mode, batch, times) = if let Some(c) = cyclegan_config(args)? {
         (Mode::Train, args.batch, bench::time_cyclegan(&c, &device, args.warmup, args.steps)?)
@@ -273,6 +318,9 @@ pub fn run(args: Args) -> vitlab::Result<()> {
         BenchBackend::All => Backend::compiled_cpu(),
         BenchBackend::One(b) => vec![b.into()],
     };
+    check_precision(&args, &backends)?;
+    // PyTorch runs where the backends run: on the GPU when one of them does.
+    let torch_device = if backends.iter().any(|b| matches!(b, Backend::TchCuda | Backend::Cuda)) { "cuda" } else { "cpu" };
     let modes: Vec<&str> = match args.only.map(Mode::from) {
         None if gan => vec!["train"],
         None if c.is_none() => vec!["infer"],
@@ -290,6 +338,9 @@ pub fn run(args: Args) -> vitlab::Result<()> {
             let mut stacks: Vec<String> = backends.iter().map(|b| b.to_string()).collect();
             if args.against_pytorch {
                 stacks.push("pytorch".into());
+            }
+            if args.compile {
+                stacks.push("pytorch-compile".into());
             }
             if round % 2 == 1 {
                 stacks.reverse();
@@ -317,15 +368,20 @@ pub fn run(args: Args) -> vitlab::Result<()> {
                     args.refiner_width.to_string(),
                     "--discriminator".into(),
                     value_name(&args.discriminator),
+                    "--precision".into(),
+                    value_name(&args.precision),
                 ];
                 let mut common = common.to_vec();
                 if let Some(d) = args.depth {
                     common.extend(["--depth".to_string(), d.to_string()]);
                 }
-                let m = if stack == "pytorch" {
+                let m = if stack.starts_with("pytorch") {
                     let mut cmd = Command::new(&args.python);
-                    cmd.arg(&script).args(common).arg("--mode").arg(mode);
-                    spawn(cmd, "pytorch")?
+                    cmd.arg(&script).args(common).arg("--mode").arg(mode).arg("--device").arg(torch_device);
+                    if stack == "pytorch-compile" {
+                        cmd.arg("--compile");
+                    }
+                    spawn(cmd, &stack)?
                 } else {
                     let mut cmd = Command::new(&exe);
                     cmd.arg("bench").args(common).arg("--child").arg(format!("{stack}:{mode}"));
@@ -349,6 +405,7 @@ pub fn run(args: Args) -> vitlab::Result<()> {
 /// `c`: the ViT benchmarked (none for the FID network and CycleGAN); `gan`: a CycleGAN.
 fn report(args: &Args, c: Option<&ModelConfig>, gan: bool, results: &[Measurement]) {
     let torch = |mode: Mode| results.iter().find(|r| r.stack == "pytorch" && r.mode == mode);
+    let compiled = |mode: Mode| results.iter().find(|r| r.stack == "pytorch-compile" && r.mode == mode);
     let rows: Vec<serde_json::Value> = results
         .iter()
         .map(|r| {
@@ -366,6 +423,8 @@ fn report(args: &Args, c: Option<&ModelConfig>, gan: bool, results: &[Measuremen
                 "model_rss_mib": (r.peak_rss_kib.saturating_sub(r.base_rss_kib)) as f64 / 1024.0,
                 "vs_pytorch": reference.map(|p| ips / p.images_per_s()),
                 "memory_vs_pytorch": reference.map(|p| r.peak_rss_kib as f64 / p.peak_rss_kib as f64),
+                "vs_pytorch_compile": compiled(r.mode).map(|p| ips / p.images_per_s()),
+                "precision": value_name(&args.precision),
             })
         })
         .collect();
@@ -394,7 +453,16 @@ fn report(args: &Args, c: Option<&ModelConfig>, gan: bool, results: &[Measuremen
                     args.image_size, args.image_size, args.infer_batch, args.steps * args.rounds
                 );
             }
-            let header = ["stack", "mode", "img/s", "median ms", "min ms", "GFLOP/s", "peak MiB", "x PyTorch", "mem x PyTorch"];
+            println!(
+                "precision {}{}",
+                value_name(&args.precision),
+                if args.precision == PrecisionArg::Bf16 { " (PyTorch: torch.autocast bf16)" } else { "" }
+            );
+            let mut header =
+                vec!["stack", "mode", "img/s", "median ms", "min ms", "GFLOP/s", "peak MiB", "x PyTorch", "mem x PyTorch"];
+            if args.compile {
+                header.push("x compile");
+            }
             let f = |v: &serde_json::Value, d: usize| v.as_f64().map_or("-".to_string(), |x| format!("{x:.d$}"));
             let table: Vec<Vec<String>> = rows
                 .iter()
@@ -410,6 +478,9 @@ fn report(args: &Args, c: Option<&ModelConfig>, gan: bool, results: &[Measuremen
                         f(&r["vs_pytorch"], 2),
                         f(&r["memory_vs_pytorch"], 2),
                     ]
+                    .into_iter()
+                    .chain(args.compile.then(|| f(&r["vs_pytorch_compile"], 2)))
+                    .collect()
                 })
                 .collect();
             println!("{}", render_table(&header, &table));
