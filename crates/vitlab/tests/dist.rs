@@ -117,6 +117,15 @@ fn two_ranks_train_the_model_one_process_trains_with_sgd() {
     two_ranks_train_as_one(&["optim.name=sgd", "optim.lr=0.1", "optim.momentum=0.9", "optim.weight_decay=0"], 2e-5);
 }
 
+/// On LibTorch too: burn 0.22.1's dispatch backend cannot replace a LibTorch
+/// gradient (`grad_replace` panics there), which distributed/grads.rs goes around.
+#[cfg(feature = "tch")]
+#[test]
+fn two_ranks_train_the_model_one_process_trains_on_libtorch() {
+    let sgd = ["backend=\"tch\"", "optim.name=sgd", "optim.lr=0.1", "optim.momentum=0.9", "optim.weight_decay=0"];
+    two_ranks_train_as_one(&sgd, 2e-5);
+}
+
 #[test]
 fn a_batch_the_ranks_cannot_share_equally_is_a_config_error() {
     let dir = tempfile::tempdir().unwrap();
@@ -152,6 +161,16 @@ fn a_rank_that_stops_answering_is_named_within_the_timeout() {
 /// a wrong gradient scale cannot hide behind Adam's normalisation.
 #[test]
 fn two_ranks_train_the_cyclegan_one_process_trains() {
+    two_ranks_train_a_cyclegan(&[]);
+}
+
+#[cfg(feature = "tch")]
+#[test]
+fn two_ranks_train_the_cyclegan_one_process_trains_on_libtorch() {
+    two_ranks_train_a_cyclegan(&["backend=\"tch\""]);
+}
+
+fn two_ranks_train_a_cyclegan(extra: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let data = common::unpaired(dir.path(), 12, 2);
     let c = ExperimentConfig::load(
@@ -180,7 +199,10 @@ fn two_ranks_train_the_cyclegan_one_process_trains() {
             "monitor.block_every=0",
             format!("data.path={}", data.display()).as_str(),
         ]
-        .map(String::from),
+        .iter()
+        .chain(extra)
+        .map(|s| s.to_string())
+        .collect::<Vec<_>>(),
     )
     .unwrap();
     let (one, two) = (RunDir::new(dir.path().join("one")), RunDir::new(dir.path().join("two")));

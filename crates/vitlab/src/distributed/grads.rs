@@ -9,10 +9,17 @@ use super::{Reduce, World};
 use crate::tensor_file::tensor_to_vec;
 use crate::Result;
 
-/// Replaces every gradient of `module` in `grads` by the sum over the ranks of
-/// `share * gradient`: with each rank's share of the global batch (its rows over the
-/// batch's), the gradient of the mean loss over the whole batch.
-pub fn all_reduce_gradients<M: Module>(module: &M, grads: &mut Gradients, share: f64, world: &World) -> Result<()> {
+/// Replaces the gradients of `modules`' parameters in `grads` by the sum over the ranks
+/// of `share * gradient`: with each rank's share of the global batch (its rows over the
+/// batch's), the gradient of the mean loss over the whole batch. The new container
+/// holds those parameters' gradients only (every caller steps these modules alone).
+///
+/// burn 0.22.1's `grad_replace` has no LibTorch arm in its dispatch backend (it panics
+/// on `tch`), and its gradient container is opaque, so the summed gradients go in
+/// through autodiff itself: the backward of `Σ_p sum(p ⊙ G_p)`, with each `G_p` a
+/// constant, is exactly `G_p` for every parameter `p` (the product's backward
+/// multiplies the sum's ones by `G_p`), on every backend.
+pub fn all_reduce_gradients<M: Module>(modules: &[&M], grads: &mut Gradients, share: f64, world: &World) -> Result<()> {
     if world.size() == 1 {
         return Ok(());
     }
@@ -29,30 +36,39 @@ pub fn all_reduce_gradients<M: Module>(module: &M, grads: &mut Gradients, share:
         }
     }
     let mut gather = Gather { grads, parts: Vec::new() };
-    module.visit(&mut gather);
+    for module in modules {
+        module.visit(&mut gather);
+    }
     if gather.parts.is_empty() {
         return Ok(());
     }
     let mut flat = tensor_to_vec(Tensor::cat(gather.parts, 0).mul_scalar(share));
     world.all_reduce(&mut flat, Reduce::Sum)?;
 
-    struct Scatter<'a> {
-        grads: &'a mut Gradients,
+    struct Surrogate<'a> {
+        grads: &'a Gradients,
         flat: &'a [f32],
         at: usize,
+        terms: Vec<Tensor<1>>,
     }
-    impl ModuleVisitor for Scatter<'_> {
+    impl ModuleVisitor for Surrogate<'_> {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
             let value = param.val();
             if let Some(g) = value.grad(self.grads) {
                 let shape = g.shape();
                 let n = shape.num_elements();
                 let summed = TensorData::new(self.flat[self.at..self.at + n].to_vec(), shape);
-                value.grad_replace(self.grads, Tensor::from_data(summed, &g.device()));
+                let constant = Tensor::<D>::from_data(summed, &value.device());
+                self.terms.push((value * constant).sum());
                 self.at += n;
             }
         }
     }
-    module.visit(&mut Scatter { grads, flat: &flat, at: 0 });
+    let mut surrogate = Surrogate { grads, flat: &flat, at: 0, terms: Vec::new() };
+    for module in modules {
+        module.visit(&mut surrogate);
+    }
+    let terms = surrogate.terms;
+    *grads = Tensor::cat(terms, 0).sum().backward();
     Ok(())
 }

@@ -297,7 +297,7 @@ impl Task for Classifier {
 
         let mut grads = loss.backward();
         if self.world.size() > 1 {
-            all_reduce_gradients(&self.model, &mut grads, share, &self.world)?;
+            all_reduce_gradients(&[&self.model], &mut grads, share, &self.world)?;
             let mut sums = [loss_value * share, correct];
             self.world.all_reduce_f64(&mut sums, Reduce::Sum)?;
             let mut max = [max_logit];

@@ -354,8 +354,7 @@ impl Task for CycleGan {
         };
         let loss_g = g_a.clone() + g_b.clone() + cycle_a.clone() + cycle_b.clone() + idt_a.clone() + idt_b.clone();
         let mut grads_g = loss_g.backward();
-        all_reduce_gradients(&self.g_a, &mut grads_g, share, &self.world)?;
-        all_reduce_gradients(&self.g_b, &mut grads_g, share, &self.world)?;
+        all_reduce_gradients(&[&self.g_a, &self.g_b], &mut grads_g, share, &self.world)?;
         let (st_ga, st_gb) = (grad_stats(&self.g_a, &grads_g), grad_stats(&self.g_b, &grads_g));
 
         // Discriminators, on detached generated images through the history pools (over
@@ -369,8 +368,7 @@ impl Task for CycleGan {
         let d_a = lsgan_discriminator_loss(self.d_a.forward(real_b), self.d_a.forward(pooled_b));
         let d_b = lsgan_discriminator_loss(self.d_b.forward(real_a), self.d_b.forward(pooled_a));
         let mut grads_d = (d_a.clone() + d_b.clone()).backward();
-        all_reduce_gradients(&self.d_a, &mut grads_d, share, &self.world)?;
-        all_reduce_gradients(&self.d_b, &mut grads_d, share, &self.world)?;
+        all_reduce_gradients(&[&self.d_a, &self.d_b], &mut grads_d, share, &self.world)?;
         let (st_da, st_db) = (grad_stats(&self.d_a, &grads_d), grad_stats(&self.d_b, &grads_d));
 
         // One transfer for every scalar; over the ranks, the share-weighted sum of the
