@@ -40,7 +40,7 @@ mod libtorch {
     use vitlab::models::weights::collect_grads;
     use vitlab::models::{Discriminator, DiscriminatorConfig, Vit};
 
-    use super::common::{assert_close, assert_close_scaled, host, model_config, tensor, with_weights, Fixture};
+    use super::common::{assert_close, assert_close_scaled, backends, host, model_config, tensor, with_weights, Fixture};
     use super::{AUTOCAST_FACTOR, BF16_AT_LEAST, GRAD_TOL, OUT_TOL};
     use vitlab::models::weights::HostTensor;
 
@@ -51,26 +51,22 @@ mod libtorch {
     ) {
         let f64_ref = Fixture::load(name);
         let autocast_ref = Fixture::load(&format!("bf16_{name}"));
-        let mut backends = vec![Backend::Tch];
-        if Backend::TchCuda.available() {
-            backends.push(Backend::TchCuda);
-        } else {
-            eprintln!("no CUDA device visible to LibTorch: {name}'s tch-cuda case did not run");
-        }
-        for backend in backends {
-            check_on(name, backend, &f64_ref, &autocast_ref, &build, &forward);
+        // The LibTorch backends of the parity tests' list (tch-cuda where a GPU is seen).
+        for (backend, device) in backends().into_iter().filter(|(b, _)| matches!(b, Backend::Tch | Backend::TchCuda)) {
+            check_on(name, backend, device, &f64_ref, &autocast_ref, &build, &forward);
         }
     }
 
     fn check_on<M: Module, const D: usize, const O: usize>(
         name: &str,
         backend: Backend,
+        device: burn::tensor::Device,
         f64_ref: &Fixture,
         autocast_ref: &Fixture,
         build: &impl Fn(&Fixture, &burn::tensor::Device) -> M,
         forward: &impl Fn(&M, Tensor<D>) -> Tensor<O>,
     ) {
-        let device = backend.device().unwrap().autodiff();
+        let device = device.autodiff();
         let module = with_weights(f64_ref, build(f64_ref, &device).train());
         let input = tensor::<D>(f64_ref.get("input"), &device).require_grad();
         let _bf16 = autocast(Some(FloatDType::BF16));
