@@ -75,6 +75,16 @@ impl Backend {
                 message: format!("this vitlab binary was built without it; rebuild with `--features {feature}`"),
             });
         }
+        if self == Backend::TchCuda && !self.available() {
+            // LibTorch would otherwise panic on the first tensor it puts on the device.
+            return Err(Error::Backend {
+                name: self.name().into(),
+                message: "LibTorch sees no CUDA GPU here (torch.cuda.is_available() is false: no GPU or driver, \
+                          CUDA_VISIBLE_DEVICES hides it, or the libtorch this binary loads is a CPU-only build); \
+                          use backend = \"tch\" for LibTorch on the CPU"
+                    .into(),
+            });
+        }
         Ok(self.device_unchecked())
     }
 
@@ -133,5 +143,26 @@ pub fn tune_allocator() {
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 20);
         libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `tch-cuda` where LibTorch sees no GPU is an error that names the backend and the
+    /// way out, not LibTorch's panic on the first tensor; where it sees one, a device.
+    #[test]
+    fn tch_cuda_without_a_gpu_is_a_clear_error() {
+        let got = Backend::TchCuda.device();
+        match (Backend::TchCuda.compiled(), Backend::TchCuda.available()) {
+            (true, true) => assert!(got.is_ok(), "{:?}", got.err()),
+            (true, false) => {
+                let e = got.unwrap_err().to_string();
+                assert!(e.starts_with("backend tch-cuda: LibTorch sees no CUDA GPU here"), "{e}");
+                assert!(e.contains("backend = \"tch\""), "{e}");
+            }
+            (false, _) => assert!(got.unwrap_err().to_string().contains("--features tch"), "built without tch"),
+        }
     }
 }
