@@ -23,6 +23,7 @@ pub fn all_reduce_gradients<M: Module>(modules: &[&M], grads: &mut Gradients, sh
     if world.size() == 1 {
         return Ok(());
     }
+    let started = std::time::Instant::now();
     struct Gather<'a> {
         grads: &'a Gradients,
         parts: Vec<Tensor<1>>,
@@ -70,5 +71,52 @@ pub fn all_reduce_gradients<M: Module>(modules: &[&M], grads: &mut Gradients, sh
     }
     let terms = surrogate.terms;
     *grads = Tensor::cat(terms, 0).sum().backward();
+    world.exchanged(started);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use burn::nn::{Linear, LinearConfig};
+    use burn::tensor::{Device, Tensor};
+
+    use super::*;
+    use crate::distributed::{CommTimes, LocalGroup};
+
+    /// The gradient exchange is timed on every rank, one count per exchange, the
+    /// collective inside it; taking the times resets them; one process records nothing.
+    #[test]
+    fn each_gradient_exchange_is_timed_and_counted() {
+        let device = Device::flex().autodiff();
+        let exchange = |world: &World| {
+            let layer: Linear = LinearConfig::new(4, 3).init(&device);
+            let x = Tensor::<2>::ones([2, 4], &device);
+            let mut grads = layer.forward(x).sum().backward();
+            all_reduce_gradients(&[&layer], &mut grads, 0.5, world).unwrap();
+        };
+        let worlds = LocalGroup::worlds(2, Duration::from_secs(10));
+        let times: Vec<_> = std::thread::scope(|s| {
+            let handles: Vec<_> = worlds
+                .iter()
+                .map(|w| {
+                    s.spawn(|| {
+                        exchange(w);
+                        exchange(w);
+                        (w.take_comm_times(), w.take_comm_times())
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (first, second) in times {
+            assert_eq!(first.steps, 2);
+            assert!(first.exchange >= first.collective && first.collective > Duration::ZERO, "{first:?}");
+            assert_eq!(second, CommTimes::default(), "taken, so reset");
+        }
+        let single = World::single();
+        exchange(&single);
+        assert_eq!(single.take_comm_times(), CommTimes::default());
+    }
 }

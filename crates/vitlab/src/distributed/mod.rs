@@ -24,8 +24,9 @@ mod local;
 pub mod mpi;
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::{Error, Result};
 
@@ -71,9 +72,50 @@ pub trait Collective: Send + Sync {
     }
 }
 
-/// The ranks a run trains on; cheap to clone.
+/// The ranks a run trains on; cheap to clone (clones share one [`CommClock`]).
 #[derive(Clone)]
-pub struct World(Arc<dyn Collective>);
+pub struct World(Arc<dyn Collective>, Arc<CommClock>);
+
+/// Where a rank's time in the gradient exchange went, summed since the clock was made
+/// or last [`taken`](World::take_comm_times): the training log's measure of what
+/// data-parallel costs (docs/DISTRIBUTED.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CommTimes {
+    /// The whole exchange of [`all_reduce_gradients`]: flattening the gradients to
+    /// the host, the collective, and handing the sums back to autodiff.
+    pub exchange: Duration,
+    /// Inside the `f32` collectives alone (for MPI: from `MPI_Iallreduce` until it
+    /// completes), which includes waiting for a slower rank to arrive.
+    pub collective: Duration,
+    /// How many gradient exchanges.
+    pub steps: u64,
+}
+
+impl CommTimes {
+    /// The log line: what the exchange cost over `training`, the time of the steps.
+    pub fn describe(&self, training: Duration) -> String {
+        let (exchange, total) = (self.exchange.as_secs_f64(), training.as_secs_f64().max(1e-9));
+        format!(
+            "gradient exchange: {exchange:.2} s of {total:.1} s of steps ({:.1} %, {} steps, {:.1} ms each), {:.2} s of it \
+             in the all-reduce",
+            100.0 * exchange / total,
+            self.steps,
+            1e3 * exchange / self.steps.max(1) as f64,
+            self.collective.as_secs_f64()
+        )
+    }
+}
+
+#[derive(Default)]
+struct CommClock {
+    exchange_ns: AtomicU64,
+    collective_ns: AtomicU64,
+    steps: AtomicU64,
+}
+
+fn add(counter: &AtomicU64, since: Instant) {
+    counter.fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+}
 
 impl std::fmt::Debug for World {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -102,11 +144,11 @@ impl Collective for Single {
 impl World {
     /// One process, no peers.
     pub fn single() -> Self {
-        World(Arc::new(Single))
+        World(Arc::new(Single), Arc::default())
     }
 
     pub fn new(c: impl Collective + 'static) -> Self {
-        World(Arc::new(c))
+        World(Arc::new(c), Arc::default())
     }
 
     pub fn rank(&self) -> usize {
@@ -143,7 +185,27 @@ impl World {
         if self.size() == 1 {
             return Ok(());
         }
-        self.0.all_reduce(buf, op)
+        let started = Instant::now();
+        let done = self.0.all_reduce(buf, op);
+        add(&self.1.collective_ns, started);
+        done
+    }
+
+    /// Counts one gradient exchange that began at `started` (see [`CommTimes`]).
+    pub(crate) fn exchanged(&self, started: Instant) {
+        add(&self.1.exchange_ns, started);
+        self.1.steps.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The time this rank spent exchanging gradients since the last call (or since the
+    /// world was made), and resets the count.
+    pub fn take_comm_times(&self) -> CommTimes {
+        let take = |c: &AtomicU64| c.swap(0, Ordering::Relaxed);
+        CommTimes {
+            exchange: Duration::from_nanos(take(&self.1.exchange_ns)),
+            collective: Duration::from_nanos(take(&self.1.collective_ns)),
+            steps: take(&self.1.steps),
+        }
     }
 
     pub fn all_reduce_f64(&self, buf: &mut [f64], op: Reduce) -> Result<()> {
@@ -304,6 +366,15 @@ mod tests {
             let e = r.unwrap_err().to_string();
             assert!(e.contains("rank(s) 1 hold other weights than rank 0"), "{e}");
         }
+    }
+
+    #[test]
+    fn the_exchange_line_gives_the_share_of_the_steps() {
+        let t = CommTimes { exchange: Duration::from_millis(2210), collective: Duration::from_millis(1520), steps: 30 };
+        assert_eq!(
+            t.describe(Duration::from_secs_f64(69.6)),
+            "gradient exchange: 2.21 s of 69.6 s of steps (3.2 %, 30 steps, 73.7 ms each), 1.52 s of it in the all-reduce"
+        );
     }
 
     #[test]

@@ -475,6 +475,7 @@ impl<T: Task> Loop<'_, T> {
         self.observer.epoch(epoch, self.epochs);
         let epoch_started = Instant::now();
         let seconds_before = self.state.epoch_seconds;
+        self.world.take_comm_times();
         if self.state.epoch_sums.len() != self.train_columns.len() {
             self.state.epoch_sums = vec![0.0; self.train_columns.len()];
         }
@@ -509,6 +510,9 @@ impl<T: Task> Loop<'_, T> {
                 self.save(&self.run.latest())?;
             }
             self.logs.report(self.observer);
+        }
+        if self.world.size() > 1 {
+            self.observer.message(&self.world.take_comm_times().describe(epoch_started.elapsed()));
         }
         Ok(None)
     }
