@@ -385,6 +385,46 @@ fn fused_reflect_pad_equals_burns_pad_with_its_gradient() {
     }
 }
 
+/// vitlab's GELU (flex: its vectorised, multi-threaded kernels; LibTorch: ATen's
+/// `gelu` and `gelu_backward`) equals the exact `x·Φ(x)` and its derivative,
+/// computed in f64 on the host, under autodiff and without it: on a tensor large
+/// enough for flex to split over threads, a small one, and a transposed
+/// (non-contiguous) view, which flex hands to burn's own kernel. Tolerance 2e-7 of
+/// max|x| (about 16 here) for the output and 3e-7 of it for the gradient; A&S 7.1.26's
+/// erf error is 1.5e-7, and PyTorch's CPU kernel uses the same formula.
+#[test]
+fn fused_gelu_equals_the_exact_formula_with_its_gradient() {
+    use burn::tensor::Distribution;
+    use vitlab::models::fused::gelu;
+    let exact = |x: f32| {
+        let x = x as f64;
+        let erf = libm::erf(x / std::f64::consts::SQRT_2);
+        (0.5 * x * (1.0 + erf), 0.5 * (1.0 + erf) + x * (-0.5 * x * x).exp() / (2.0 * std::f64::consts::PI).sqrt())
+    };
+    for (backend, device) in backends() {
+        for (shape, transposed) in [([4, 130, 192], false), ([3, 5, 7], false), ([4, 130, 192], true)] {
+            let what = format!("gelu {shape:?} transposed {transposed} [{backend}]");
+            let ad = device.clone().autodiff();
+            let leaf = Tensor::<3>::random(shape, Distribution::Normal(0.0, 4.0), &ad).require_grad();
+            let x = if transposed { leaf.clone().swap_dims(1, 2) } else { leaf.clone() };
+            let w = Tensor::<3>::random(x.dims(), Distribution::Normal(0.0, 1.0), &ad);
+            let y = gelu(x.clone());
+            let dx = leaf.grad(&(y.clone() * w.clone()).sum().backward()).unwrap();
+            let dx = if transposed { dx.swap_dims(1, 2) } else { dx };
+            let (xs, ws) = (host(x.clone()), host(w.clone()));
+            let expected_y: Vec<f32> = xs.data.iter().map(|&v| exact(v).0 as f32).collect();
+            let expected_dx: Vec<f32> = xs.data.iter().zip(&ws.data).map(|(&v, &g)| (exact(v).1 * g as f64) as f32).collect();
+            let scale = xs.data.iter().fold(0f64, |m, v| m.max(v.abs() as f64));
+            let shaped = |data| HostTensor::new(xs.shape.clone(), data);
+            assert_close_scaled(&format!("{what} output"), &host(y), &shaped(expected_y.clone()), 2e-7, scale);
+            assert_close_scaled(&format!("{what} grad"), &host(dx), &shaped(expected_dx), 3e-7, scale);
+            // Inference (no autodiff) runs the same kernel.
+            let plain = gelu(Tensor::<3>::from_data(burn::tensor::TensorData::new(xs.data.clone(), xs.shape.clone()), &device));
+            assert_close_scaled(&format!("{what} inference"), &host(plain), &shaped(expected_y), 2e-7, scale);
+        }
+    }
+}
+
 /// vitlab's fused convolution (LibTorch: PyTorch's `convolution_backward`)
 /// equals burn's `Conv2d::forward`, and gives gradients exactly to what is
 /// tracked: the input alone (a discriminator with frozen parameters scoring

@@ -4,7 +4,7 @@
 use super::{fused, precision};
 use burn::module::{Module, Param};
 use burn::nn::{Initializer, Linear, LinearConfig};
-use burn::tensor::activation::{gelu, softmax};
+use burn::tensor::activation::softmax;
 use burn::tensor::{Device, Tensor};
 
 use super::config::Init;
@@ -153,7 +153,7 @@ impl Mlp {
     }
 
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        self.fc2.forward_tokens(gelu(self.fc1.forward_tokens(x)))
+        self.fc2.forward_tokens(fused::gelu(self.fc1.forward_tokens(x)))
     }
 }
 

@@ -1,4 +1,4 @@
-//! Layer norm, attention, convolution and reflection padding as single operations
+//! Layer norm, attention, convolution, reflection padding and GELU as single operations
 //! with hand-written backward passes, through burn's backend-extension mechanism
 //! (the LibTorch kernels in `libtorch.rs`).
 //!
@@ -39,6 +39,8 @@ use burn::tensor::{Shape, Slice, Tensor};
 
 use super::precision::{lower, upper};
 
+mod gelu;
+
 /// Forward-with-saved-state and backward kernels for the fused operations.
 /// The defaults are burn backend primitives; a backend overrides what it has
 /// a faster kernel for.
@@ -68,6 +70,17 @@ pub trait FusedKernels: Backend {
     ) -> LnGrads<Self> {
         let _ = eps; // the saved statistics already hold it
         ln_backward::<Self>(dy, x, mean, rstd, gamma, want_param_grads)
+    }
+
+    /// GELU, `x·Φ(x)` (the exact, erf form): burn's kernel by default, vitlab's
+    /// vectorised one on flex (gelu.rs).
+    fn gelu_kernel(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        <Self as burn::backend::ops::ActivationOps<Self>>::gelu(x)
+    }
+
+    /// `dy·(Φ(x) + x·φ(x))`, the gradient of [`FusedKernels::gelu_kernel`].
+    fn gelu_grad_kernel(dy: FloatTensor<Self>, x: FloatTensor<Self>) -> FloatTensor<Self> {
+        <Self as burn::backend::ops::ActivationOps<Self>>::gelu_backward(x, dy)
     }
 
     /// Attention over `[B, H, T, hd]`: `(O, saved)`; what is saved is the
@@ -262,7 +275,7 @@ fn reflect_pad_backward<B: Backend>(dy: FloatTensor<B>, [top, bottom, left, righ
     fold(fold(dy, 3, left, right), 2, top, bottom)
 }
 
-impl FusedKernels for burn::backend::Flex {}
+// flex's FusedKernels: gelu.rs (its GELU kernels; the rest are the defaults).
 
 #[cfg(feature = "cuda")]
 impl FusedKernels for burn::backend::Cube {}
@@ -290,6 +303,9 @@ pub trait VitOps: Backend {
 
     /// Reflection padding of `[B, C, H, W]` by `[top, bottom, left, right]`.
     fn vit_reflect_pad(x: FloatTensor<Self>, pad: [usize; 4]) -> FloatTensor<Self>;
+
+    /// GELU, `x·Φ(x)`.
+    fn vit_gelu(x: FloatTensor<Self>) -> FloatTensor<Self>;
 }
 
 /// Inference (no autodiff): the backend's own fused forward.
@@ -322,6 +338,10 @@ macro_rules! plain_vit_ops {
 
             fn vit_reflect_pad(x: FloatTensor<Self>, pad: [usize; 4]) -> FloatTensor<Self> {
                 <Self as FusedKernels>::reflect_pad_forward(x, pad)
+            }
+
+            fn vit_gelu(x: FloatTensor<Self>) -> FloatTensor<Self> {
+                <Self as FusedKernels>::gelu_kernel(x)
             }
         }
     };
@@ -446,6 +466,18 @@ impl<B: FusedKernels + VitOps, C: CheckpointStrategy> VitOps for Autodiff<B, C> 
         }
     }
 
+    fn vit_gelu(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        let prep = gelu::GeluOp.prepare::<C>([x.node()]).compute_bound().stateful();
+        let x = Self::inner(x);
+        match prep {
+            OpsKind::Tracked(prep) => {
+                let y = B::gelu_kernel(x.clone());
+                prep.finish(x, y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::vit_gelu(x)),
+        }
+    }
+
     fn vit_layer_norm(x: FloatTensor<Self>, gamma: FloatTensor<Self>, beta: FloatTensor<Self>, eps: f64) -> FloatTensor<Self> {
         let prep = LayerNormOp.prepare::<C>([x.node(), gamma.node(), beta.node()]).compute_bound().stateful();
         let (x, gamma, beta) = (Self::inner(x), Self::inner(gamma), Self::inner(beta));
@@ -531,6 +563,12 @@ fn same_padding(kernel: usize, stride: usize, size: usize) -> (usize, usize) {
     let out = size.div_ceil(stride);
     let total = if out > 0 { ((out - 1) * stride + kernel).saturating_sub(size) } else { 0 };
     (total / 2, total - total / 2)
+}
+
+/// GELU (`F.gelu(x)`, the erf form) as one operation with a closed-form
+/// backward; vectorised over every core on flex (gelu.rs).
+pub fn gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    Tensor::from_dispatch(<Dispatch as VitOps>::vit_gelu(x.into_dispatch()))
 }
 
 /// Reflection padding of `[B, C, H, W]` by `[top, bottom, left, right]`
