@@ -21,7 +21,9 @@ impl Bar {
 impl Observer for Bar {
     fn start(&mut self, total_steps: u64, done: u64) {
         self.lines.start(total_steps, done);
-        if !self.quiet {
+        // A hidden bar (stderr not a terminal: a log file, nohup, mpiexec) drops what it is
+        // asked to print, so there the plain lines are the output.
+        if !self.quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
             let bar = ProgressBar::with_draw_target(Some(total_steps), ProgressDrawTarget::stderr());
             bar.set_style(
                 ProgressStyle::with_template("{prefix} [{bar:28}] step {pos}/{len} {msg} ETA {eta}")

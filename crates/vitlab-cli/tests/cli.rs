@@ -460,6 +460,39 @@ fn a_diverging_training_run_exits_with_3_and_records_the_explosion() {
     assert!(results["explosion"]["step"].as_u64().is_some(), "{results}");
 }
 
+/// Without `--quiet` and with stderr not a terminal (a log file, `nohup`, `mpiexec`),
+/// the epoch lines still reach stderr: the progress bar is not drawn there, and a
+/// hidden bar would drop them.
+#[test]
+fn a_run_logged_to_a_file_still_prints_its_epoch_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("logged");
+    let mut args = vec!["train".to_string(), "--out".into(), run.to_str().unwrap().into()];
+    for s in [
+        "data.path=synthetic",
+        "data.synthetic_train=64",
+        "data.synthetic_test=16",
+        "data.synthetic_size=16",
+        "data.val_size=16",
+        "model.image_size=16",
+        "model.patch_size=4",
+        "model.depth=1",
+        "model.dim=16",
+        "model.mlp_dim=16",
+        "model.heads=2",
+        "epochs=2",
+        "batch_size=16",
+    ] {
+        args.extend(["--set".to_string(), s.to_string()]);
+    }
+    let out = vitlab(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    for epoch in ["epoch 1/2: train_loss", "epoch 2/2: train_loss"] {
+        assert!(err.contains(epoch), "no {epoch:?} line in stderr:\n{err}");
+    }
+}
+
 #[test]
 fn the_top_level_help_documents_the_exit_codes() {
     let help = stdout(&vitlab(&["--help"]));
