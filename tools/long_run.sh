@@ -18,7 +18,15 @@
 #                                        43 MB files), and a session whose commits add up past
 #                                        256 MiB lands nothing: sessions 10 and 14 lost every
 #                                        epoch they ran that way. Keep the session's other
-#                                        commits small (no other binaries, no large tables)
+#                                        commits small (no other binaries, no large tables).
+#                                        A session that finds an earlier, unlanded session's
+#                                        save commit on main (recovered from a refused
+#                                        submission) must not add a second one: the limit
+#                                        counts every commit not yet landed, so replace that
+#                                        commit's checkpoints instead (rebase it out, or drop
+#                                        it and save again). The submission that carried
+#                                        sessions 19-21 went over the limit and was refused
+#                                        whole: epochs 39-65 and all of their code were lost
 #   tools/long_run.sh restore NAME       the reverse, on a new machine (also unpacks CIFAR-10 from
 #                                        ../shared/data where the run's config expects it), then `resume`
 #
