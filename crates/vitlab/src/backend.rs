@@ -10,8 +10,9 @@ use serde::{Deserialize, Serialize};
 use crate::{Error, Result};
 
 /// The compute backends vitlab knows. Which ones exist depends on cargo features.
+/// In config files as on the command line: `flex`, `tch`, `tch-cuda`, `cuda`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum Backend {
     /// burn's pure-Rust CPU backend; always built.
     Flex,
@@ -149,6 +150,24 @@ pub fn tune_allocator() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A config file names each backend as the command line does (`backend =
+    /// "tch-cuda"` was refused as an unknown variant, `tchcuda` expected), and a
+    /// resolved config writes it back the same way.
+    #[test]
+    fn config_files_name_every_backend_as_the_command_line_does() {
+        #[derive(Serialize, Deserialize)]
+        struct C {
+            backend: Backend,
+        }
+        for b in Backend::ALL {
+            let text = format!("backend = \"{}\"", b.name());
+            let c: C = toml::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(c.backend, b);
+            assert_eq!(toml::to_string(&c).unwrap().trim(), text);
+            assert_eq!(b.name().parse::<Backend>().unwrap(), b);
+        }
+    }
 
     /// `tch-cuda` where LibTorch sees no GPU is an error that names the backend and the
     /// way out, not LibTorch's panic on the first tensor; where it sees one, a device.
