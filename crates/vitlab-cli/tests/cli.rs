@@ -460,6 +460,21 @@ fn a_diverging_training_run_exits_with_3_and_records_the_explosion() {
     assert!(results["explosion"]["step"].as_u64().is_some(), "{results}");
 }
 
+/// A backend the binary cannot run (here `tch-cuda`: not compiled into the default
+/// build, or no GPU in a `tch` build) is an error naming it before the run directory
+/// is made, so the same `--out` works once the backend does.
+#[test]
+fn a_backend_that_cannot_run_is_refused_before_the_run_exists() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let args = train_sets(&run, &["data.path=synthetic", "backend=\"tch-cuda\""]);
+    let out = vitlab(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("error: backend tch-cuda:"), "{err}");
+    assert!(!run.exists(), "the run directory was made for a run that cannot start");
+}
+
 /// Without `--quiet` and with stderr not a terminal (a log file, `nohup`, `mpiexec`),
 /// the epoch lines still reach stderr: the progress bar is not drawn there, and a
 /// hidden bar would drop them.

@@ -134,6 +134,8 @@ pub fn prepare(start: &Start, run: &RunDir, world: &World) -> Result<(Experiment
         (Start::Resume(_), None) => unreachable!("resume loads a checkpoint"),
     };
     check_world(&config, world)?;
+    // A backend this binary lacks, or tch-cuda without a GPU: refused before the run exists.
+    config.backend.device()?;
     if world.writes() {
         run.create()?;
         crate::util::fs::atomic_write(&run.config(), config.to_toml().as_bytes())?;
