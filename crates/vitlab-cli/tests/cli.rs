@@ -482,8 +482,7 @@ fn a_backend_that_cannot_run_is_refused_before_the_run_exists() {
 fn a_run_logged_to_a_file_still_prints_its_epoch_lines() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("logged");
-    let mut args = vec!["train".to_string(), "--out".into(), run.to_str().unwrap().into()];
-    for s in [
+    let sets = [
         "data.path=synthetic",
         "data.synthetic_train=64",
         "data.synthetic_test=16",
@@ -497,9 +496,9 @@ fn a_run_logged_to_a_file_still_prints_its_epoch_lines() {
         "model.heads=2",
         "epochs=2",
         "batch_size=16",
-    ] {
-        args.extend(["--set".to_string(), s.to_string()]);
-    }
+    ];
+    let mut args = train_sets(&run, &sets);
+    args.retain(|a| a != "--quiet");
     let out = vitlab(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");

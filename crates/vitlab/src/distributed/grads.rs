@@ -44,7 +44,9 @@ pub fn all_reduce_gradients<M: Module>(modules: &[&M], grads: &mut Gradients, sh
         return Ok(());
     }
     let mut flat = tensor_to_vec(Tensor::cat(gather.parts, 0).mul_scalar(share));
+    let reducing = std::time::Instant::now();
     world.all_reduce(&mut flat, Reduce::Sum)?;
+    let collective = reducing.elapsed();
 
     struct Surrogate<'a> {
         grads: &'a Gradients,
@@ -71,7 +73,7 @@ pub fn all_reduce_gradients<M: Module>(modules: &[&M], grads: &mut Gradients, sh
     }
     let terms = surrogate.terms;
     *grads = Tensor::cat(terms, 0).sum().backward();
-    world.exchanged(started);
+    world.exchanged(started, collective);
     Ok(())
 }
 

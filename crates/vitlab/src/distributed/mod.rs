@@ -84,8 +84,9 @@ pub struct CommTimes {
     /// The whole exchange of [`all_reduce_gradients`]: flattening the gradients to
     /// the host, the collective, and handing the sums back to autodiff.
     pub exchange: Duration,
-    /// Inside the `f32` collectives alone (for MPI: from `MPI_Iallreduce` until it
-    /// completes), which includes waiting for a slower rank to arrive.
+    /// Inside the exchange's all-reduce alone (for MPI: from `MPI_Iallreduce` until it
+    /// completes), which includes waiting for a slower rank to arrive. CycleGAN's
+    /// gathers of generated images are not gradient exchanges and count in neither.
     pub collective: Duration,
     /// How many gradient exchanges.
     pub steps: u64,
@@ -111,10 +112,6 @@ struct CommClock {
     exchange_ns: AtomicU64,
     collective_ns: AtomicU64,
     steps: AtomicU64,
-}
-
-fn add(counter: &AtomicU64, since: Instant) {
-    counter.fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
 }
 
 impl std::fmt::Debug for World {
@@ -185,15 +182,15 @@ impl World {
         if self.size() == 1 {
             return Ok(());
         }
-        let started = Instant::now();
-        let done = self.0.all_reduce(buf, op);
-        add(&self.1.collective_ns, started);
-        done
+        self.0.all_reduce(buf, op)
     }
 
-    /// Counts one gradient exchange that began at `started` (see [`CommTimes`]).
-    pub(crate) fn exchanged(&self, started: Instant) {
-        add(&self.1.exchange_ns, started);
+    /// Counts one gradient exchange that began at `started` and spent `collective` in
+    /// its all-reduce (see [`CommTimes`]).
+    pub(crate) fn exchanged(&self, started: Instant, collective: Duration) {
+        let ns = |d: Duration| d.as_nanos() as u64;
+        self.1.exchange_ns.fetch_add(ns(started.elapsed()), Ordering::Relaxed);
+        self.1.collective_ns.fetch_add(ns(collective), Ordering::Relaxed);
         self.1.steps.fetch_add(1, Ordering::Relaxed);
     }
 

@@ -1,12 +1,12 @@
 //! The Vision Transformer and the ViT-22B block family, from one configurable
 //! definition (docs/MODELS.md states it in full).
 
-use super::fused::gelu;
 use burn::module::{Module, Param};
 use burn::nn::{BatchNorm, BatchNormConfig, Linear};
 use burn::tensor::{Device, Distribution, Tensor};
 
 use super::config::{AttnScale, BlockVariant, HeadKind, Init, ModelConfig, Pool};
+use super::fused::gelu;
 use super::init;
 use super::layers::{linear, patchify, Affine, Attention, AttentionOptions, MapPool, Mlp, Norm, Probe, Probed, TokenLinear};
 use crate::Result;
