@@ -31,11 +31,21 @@ impl TokenLinear for Linear {
     }
 }
 
-/// `x·W + b` for `[N, D]` (or `[D]`) rows; under autocast the product in bf16
-/// and the bias added in fp32 (models/precision.rs).
+/// `x·W + b` for `[N, D]` (or `[D]`) rows: in fp32 with a bias one fused
+/// operation (`addmm` on LibTorch, models/fused/linear.rs); under autocast the
+/// product in bf16 and the bias added in fp32 (models/precision.rs).
 fn linear_rows<const D: usize>(layer: &Linear, x: Tensor<D>) -> Tensor<D> {
     if precision::compute_dtype().is_none() {
-        return layer.forward(x);
+        return match &layer.bias {
+            Some(b) if D == 2 => {
+                let [n, d] = [x.dims()[0], x.dims()[1]];
+                let y = fused::linear(x.reshape([n, d]), layer.weight.val(), b.val());
+                let mut dims = [0; D];
+                dims.copy_from_slice(&[n, y.dims()[1]]);
+                y.reshape(dims)
+            }
+            _ => layer.forward(x),
+        };
     }
     let y = precision::upper(burn::tensor::module::linear(precision::lower(x), precision::lower(layer.weight.val()), None));
     match &layer.bias {

@@ -5,11 +5,31 @@
 
 use burn::backend::tensor::FloatTensor;
 
-use super::{attn_backward, attn_forward, ConvGrads, ConvSaved, FusedKernels, LnGrads};
+use super::{attn_backward, attn_forward, ConvGrads, ConvSaved, FusedKernels, LinearGrads, LnGrads};
 
 /// LibTorch: the kernels PyTorch eager runs for `nn.LayerNorm` and, on CPU,
 /// `scaled_dot_product_attention` (flash attention forward and backward).
 impl FusedKernels for burn::backend::LibTorch {
+    /// `addmm`, as `nn.Linear`: the bias broadcast into the output and the product
+    /// accumulated onto it in one MKL call, instead of a product into a zeroed
+    /// output and a second pass for the bias.
+    fn linear_forward(x: FloatTensor<Self>, w: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self> {
+        use burn::backend::libtorch::TchTensor;
+        TchTensor::new(b.tensor.addmm(&x.tensor, &w.tensor))
+    }
+
+    /// The products on transposed views (MKL reads them as such, no copies) and
+    /// the bias gradient as PyTorch's `Linear` backward takes it, `dy.sum(0)`.
+    fn linear_backward(dy: FloatTensor<Self>, x: FloatTensor<Self>, w: FloatTensor<Self>, want: [bool; 3]) -> LinearGrads<Self> {
+        use burn::backend::libtorch::TchTensor;
+        let dy = &dy.tensor;
+        [
+            want[0].then(|| TchTensor::new(dy.mm(&w.tensor.tr()))),
+            want[1].then(|| TchTensor::new(x.tensor.tr().mm(dy))),
+            want[2].then(|| TchTensor::new(dy.sum_dim_intlist([0i64].as_slice(), false, dy.kind()))),
+        ]
+    }
+
     fn ln_forward(
         x: FloatTensor<Self>,
         gamma: FloatTensor<Self>,

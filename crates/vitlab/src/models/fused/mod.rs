@@ -1,4 +1,4 @@
-//! Layer norm, attention, convolution, reflection padding and GELU as single operations
+//! Layer norm, attention, convolution, reflection padding, GELU and linear layers as single operations
 //! with hand-written backward passes, through burn's backend-extension mechanism
 //! (the LibTorch kernels in `libtorch.rs`).
 //!
@@ -40,6 +40,9 @@ use burn::tensor::{Shape, Slice, Tensor};
 use super::precision::{lower, upper};
 
 mod gelu;
+mod linear;
+
+pub use linear::{linear, LinearGrads};
 
 /// Forward-with-saved-state and backward kernels for the fused operations.
 /// The defaults are burn backend primitives; a backend overrides what it has
@@ -70,6 +73,16 @@ pub trait FusedKernels: Backend {
     ) -> LnGrads<Self> {
         let _ = eps; // the saved statistics already hold it
         ln_backward::<Self>(dy, x, mean, rstd, gamma, want_param_grads)
+    }
+
+    /// `x·W + b` over rows (linear.rs): burn's matmul and add by default.
+    fn linear_forward(x: FloatTensor<Self>, w: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self> {
+        linear::linear_forward::<Self>(x, w, b)
+    }
+
+    /// `(dx, dW, db)` of [`FusedKernels::linear_forward`], those `want` asks for.
+    fn linear_backward(dy: FloatTensor<Self>, x: FloatTensor<Self>, w: FloatTensor<Self>, want: [bool; 3]) -> LinearGrads<Self> {
+        linear::linear_backward::<Self>(dy, x, w, want)
     }
 
     /// GELU, `x·Φ(x)` (the exact, erf form): burn's kernel by default, vitlab's
@@ -306,6 +319,9 @@ pub trait VitOps: Backend {
 
     /// GELU, `x·Φ(x)`.
     fn vit_gelu(x: FloatTensor<Self>) -> FloatTensor<Self>;
+
+    /// `x·W + b` over the rows of `x: [N, D]` (`W: [D, E]`, `b: [E]`).
+    fn vit_linear(x: FloatTensor<Self>, w: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self>;
 }
 
 /// Inference (no autodiff): the backend's own fused forward.
@@ -342,6 +358,10 @@ macro_rules! plain_vit_ops {
 
             fn vit_gelu(x: FloatTensor<Self>) -> FloatTensor<Self> {
                 <Self as FusedKernels>::gelu_kernel(x)
+            }
+
+            fn vit_linear(x: FloatTensor<Self>, w: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self> {
+                <Self as FusedKernels>::linear_forward(x, w, b)
             }
         }
     };
@@ -475,6 +495,18 @@ impl<B: FusedKernels + VitOps, C: CheckpointStrategy> VitOps for Autodiff<B, C> 
                 prep.finish(x, y)
             }
             OpsKind::UnTracked(prep) => prep.finish(B::vit_gelu(x)),
+        }
+    }
+
+    fn vit_linear(x: FloatTensor<Self>, w: FloatTensor<Self>, b: FloatTensor<Self>) -> FloatTensor<Self> {
+        let prep = linear::LinearOp.prepare::<C>([x.node(), w.node(), b.node()]).compute_bound().stateful();
+        let (x, w, b) = (Self::inner(x), Self::inner(w), Self::inner(b));
+        match prep {
+            OpsKind::Tracked(prep) => {
+                let y = B::linear_forward(x.clone(), w.clone(), b);
+                prep.finish((x, w), y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::vit_linear(x, w, b)),
         }
     }
 
