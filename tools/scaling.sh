@@ -9,7 +9,9 @@
 # --pause RUN   SIGSTOP tools/long_run.sh's RUN for the measurements (SIGCONT after, also on error)
 # --only        the rows to run (names below), e.g. --only tiny-b128,small-b128
 # Environment: VITLAB (default target/release/vitlab, a `--features tch` build),
-# PYTHON (default .venv/bin/python: torch==2.9.0, and pytorch-fid==0.3.0 for the FID row),
+# PYTHON (default .venv/bin/python: torch==2.9.0 torchvision==0.24.0 timm==1.0.31 safetensors,
+# and pytorch-fid==0.3.0 for the FID row; pin torch in the same pip command, as pytorch-fid
+# otherwise pulls the newest torch),
 # STEPS (4), WARMUP (1), ROUNDS (1).
 # The machine should be otherwise idle: ratios within one invocation are what count.
 set -euo pipefail
