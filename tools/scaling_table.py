@@ -4,7 +4,8 @@
     python3 tools/scaling_table.py OUT
 
 One line per row and mode: images/s of flex, LibTorch (tch) and PyTorch eager, each
-vitlab stack's ratio to PyTorch measured in the same invocation, and peak memory.
+vitlab stack's ratio to PyTorch measured in the same invocation, the achieved GFLOP/s
+(analytic count; ViT rows only) and peak memory.
 """
 from __future__ import annotations
 
@@ -18,9 +19,9 @@ def main(out: Path) -> None:
     if not files:
         sys.exit(f"{out}: no row files (*.json); run tools/scaling.sh {out} first")
     commit = (out / "COMMIT").read_text().strip() if (out / "COMMIT").exists() else "?"
-    print(f"Commit {commit}; img/s, ratio to PyTorch eager in the same invocation, peak MiB.\n")
-    print("| row | mode | batch | flex | tch | PyTorch | flex x PT | tch x PT | MiB flex / tch / PT |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(f"Commit {commit}; img/s, ratio to PyTorch eager in the same invocation, achieved GFLOP/s (ViT rows), peak MiB.\n")
+    print("| row | mode | batch | flex | tch | PyTorch | flex x PT | tch x PT | GFLOP/s flex / tch / PT | MiB flex / tch / PT |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for f in files:
         try:
             rows = json.loads(f.read_text())
@@ -33,9 +34,10 @@ def main(out: Path) -> None:
             get = lambda s, k, fmt: fmt.format(by[s][k]) if s in by and by[s][k] is not None else "-"
             batch = next(iter(by.values()))["batch"]
             print(
-                f"| {f.stem} | {mode} | {batch} | {get('flex', 'images_per_s', '{:.1f}')} | "
-                f"{get('tch', 'images_per_s', '{:.1f}')} | {get('pytorch', 'images_per_s', '{:.1f}')} | "
+                f"| {f.stem} | {mode} | {batch} | {get('flex', 'images_per_s', '{:.3g}')} | "
+                f"{get('tch', 'images_per_s', '{:.3g}')} | {get('pytorch', 'images_per_s', '{:.3g}')} | "
                 f"{get('flex', 'vs_pytorch', '{:.2f}')} | {get('tch', 'vs_pytorch', '{:.2f}')} | "
+                f"{get('flex', 'gflops', '{:.0f}')} / {get('tch', 'gflops', '{:.0f}')} / {get('pytorch', 'gflops', '{:.0f}')} | "
                 f"{get('flex', 'peak_rss_mib', '{:.0f}')} / {get('tch', 'peak_rss_mib', '{:.0f}')} / "
                 f"{get('pytorch', 'peak_rss_mib', '{:.0f}')} |"
             )

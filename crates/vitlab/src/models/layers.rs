@@ -6,6 +6,7 @@ use burn::module::{Module, Param};
 use burn::nn::{Initializer, Linear, LinearConfig};
 use burn::tensor::activation::softmax;
 use burn::tensor::{Device, Tensor};
+use std::ops::Range;
 
 use super::config::Init;
 
@@ -16,40 +17,53 @@ use super::config::Init;
 /// token), which costs every product its own kernel call and zeroing pass.
 pub(crate) trait TokenLinear {
     fn forward_tokens<const D: usize>(&self, x: Tensor<D>) -> Tensor<D>;
+
+    /// Output columns `cols` alone, `x·W[:, cols] + b[cols]`, as a product of its
+    /// own. Slicing the whole output instead costs every slice's backward a zero
+    /// tensor the size of the whole output (burn differentiates a slice by
+    /// writing its gradient into zeros) and the sum of those: for the QKV
+    /// projection three output-sized fills and two additions per block and step,
+    /// where this slices the weight (its gradient blocks are weight-sized).
+    fn forward_tokens_cols<const D: usize>(&self, x: Tensor<D>, cols: Range<usize>) -> Tensor<D>;
 }
 
 impl TokenLinear for Linear {
     fn forward_tokens<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
-        if D <= 2 {
-            return linear_rows(self, x);
-        }
-        let mut dims = x.dims();
-        let rows = dims[..D - 1].iter().product::<usize>();
-        let y = linear_rows(self, x.reshape([rows, dims[D - 1]]));
-        dims[D - 1] = y.dims()[1];
-        y.reshape(dims)
+        on_rows(x, |x| linear_rows(x, self.weight.val(), self.bias.as_ref().map(|b| b.val())))
+    }
+
+    fn forward_tokens_cols<const D: usize>(&self, x: Tensor<D>, cols: Range<usize>) -> Tensor<D> {
+        let d_in = self.weight.dims()[0];
+        let w = self.weight.val().slice([0..d_in, cols.clone()]);
+        on_rows(x, |x| linear_rows(x, w, self.bias.as_ref().map(|b| b.val().slice([cols]))))
     }
 }
 
-/// `x·W + b` for `[N, D]` (or `[D]`) rows: in fp32 with a bias one fused
-/// operation (`addmm` on LibTorch, models/fused/linear.rs); under autocast the
-/// product in bf16 and the bias added in fp32 (models/precision.rs).
-fn linear_rows<const D: usize>(layer: &Linear, x: Tensor<D>) -> Tensor<D> {
+/// `f` on the rows of `x`, every leading dimension folded into them.
+fn on_rows<const D: usize>(x: Tensor<D>, f: impl FnOnce(Tensor<2>) -> Tensor<2>) -> Tensor<D> {
+    if D == 1 {
+        return f(x.unsqueeze()).squeeze_dim(0);
+    }
+    let mut dims = x.dims();
+    let rows = dims[..D - 1].iter().product::<usize>();
+    let y = f(x.reshape([rows, dims[D - 1]]));
+    dims[D - 1] = y.dims()[1];
+    y.reshape(dims)
+}
+
+/// `x·W + b` over `[N, D]` rows: in fp32 with a bias one fused operation
+/// (`addmm` on LibTorch, models/fused/linear.rs); under autocast the product in
+/// bf16 and the bias added in fp32 (models/precision.rs).
+fn linear_rows(x: Tensor<2>, w: Tensor<2>, b: Option<Tensor<1>>) -> Tensor<2> {
     if precision::compute_dtype().is_none() {
-        return match &layer.bias {
-            Some(b) if D == 2 => {
-                let [n, d] = [x.dims()[0], x.dims()[1]];
-                let y = fused::linear(x.reshape([n, d]), layer.weight.val(), b.val());
-                let mut dims = [0; D];
-                dims.copy_from_slice(&[n, y.dims()[1]]);
-                y.reshape(dims)
-            }
-            _ => layer.forward(x),
+        return match b {
+            Some(b) => fused::linear(x, w, b),
+            None => x.matmul(w),
         };
     }
-    let y = precision::upper(burn::tensor::module::linear(precision::lower(x), precision::lower(layer.weight.val()), None));
-    match &layer.bias {
-        Some(b) => y + b.val().unsqueeze(),
+    let y = precision::upper(precision::lower(x).matmul(precision::lower(w)));
+    match b {
+        Some(b) => y + b.unsqueeze(),
         None => y,
     }
 }
@@ -260,21 +274,21 @@ impl Attention {
             (Some(qkv), Some(proj)) => (qkv, proj),
             _ => panic!("this attention has no projections of its own; use attend_projected"),
         };
-        let (out, probed) = self.attend_projected(qkv.forward_tokens(x), probe);
+        let d = x.dims()[2];
+        let [q, k, v] = [0, 1, 2].map(|i| qkv.forward_tokens_cols(x.clone(), i * d..(i + 1) * d));
+        let (out, probed) = self.attend_projected(q, k, v, probe);
         (proj.forward_tokens(out), probed)
     }
 
-    /// Attention from already projected `[B, T, 3D]` queries, keys and values
-    /// (q, k, v, each split into heads): QK-norm, scaled dot-product attention,
-    /// heads concatenated to `[B, T, D]` (no output projection).
-    pub fn attend_projected(&self, qkv: Tensor<3>, probe: Probe) -> (Tensor<3>, Probed) {
-        let [b, t, d3] = qkv.dims();
-        let d = d3 / 3;
+    /// Attention from already projected `[B, T, D]` queries, keys and values
+    /// (the column blocks of a QKV projection): split into heads, QK-norm,
+    /// scaled dot-product attention, heads concatenated to `[B, T, D]` (no
+    /// output projection).
+    pub fn attend_projected(&self, q: Tensor<3>, k: Tensor<3>, v: Tensor<3>, probe: Probe) -> (Tensor<3>, Probed) {
+        let [b, t, d] = q.dims();
         let (h, hd) = (self.heads, d / self.heads);
-        // [B, T, 3, H, hd] -> [3, B, H, T, hd]
-        let qkv = qkv.reshape([b, t, 3, h, hd]).permute([2, 0, 3, 1, 4]);
-        let mut parts = qkv.chunk(3, 0).into_iter().map(|p| p.squeeze_dim::<4>(0));
-        let (q, k, v) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
+        // [B, T, D] -> [B, H, T, hd]
+        let [q, k, v] = [q, k, v].map(|p| p.reshape([b, t, h, hd]).swap_dims(1, 2));
         let q = match &self.q_norm {
             Some(n) => n.forward(q),
             None => q,

@@ -157,10 +157,9 @@ pub struct NoNormBlock {
 impl NoNormBlock {
     fn forward(&self, x: Tensor<3>, probe: Probe, drop: Option<&[Tensor<3>]>) -> (Tensor<3>, Probed) {
         let [_, _, d] = x.dims();
-        let qkvl = self.in_proj.forward_tokens(x.clone());
-        let qkv = qkvl.clone().narrow(2, 0, 3 * d);
-        let l = qkvl.narrow(2, 3 * d, d);
-        let (a, probed) = self.attn.attend_projected(qkv, probe);
+        // Each column block of in_proj as its own product (layers.rs, TokenLinear).
+        let [q, k, v, l] = [0, 1, 2, 3].map(|i| self.in_proj.forward_tokens_cols(x.clone(), i * d..(i + 1) * d));
+        let (a, probed) = self.attn.attend_projected(q, k, v, probe);
         let hidden = gelu(self.mlp_in.forward_tokens(l));
         let out = self.out_proj.forward_tokens(Tensor::cat(vec![a, hidden], 2));
         (x + branch(drop, 0, out), probed)
