@@ -2,14 +2,13 @@
 //! as one operation, and its backward `dx = dy·Wᵀ`, `dW = xᵀ·dy`, `db = Σ_rows dy`.
 //!
 //! burn's `linear` is a matrix product into a fresh output followed by a
-//! separate broadcast add of the bias, recorded as two autodiff nodes. On
-//! LibTorch that is an MKL product that first zeroes its output (`beta = 0`) and
-//! then a second pass over it for the bias; PyTorch's `nn.Linear` runs `addmm`,
-//! which writes the broadcast bias into the output and accumulates the product
-//! onto it (`beta = 1`) in one kernel. Here LibTorch runs `addmm` too, and the
-//! backward computes only the gradients asked for (no `dx` for a layer fed by
-//! the images). The defaults (flex, CubeCL) are burn's own primitives, the
-//! same work as before.
+//! separate broadcast add of the bias, recorded as two autodiff nodes. Here
+//! LibTorch runs `addmm`, as PyTorch's `nn.Linear`: the bias is copied into the
+//! output and the product accumulated onto it, so one output buffer instead of
+//! two (the copy is still a pass of its own: measured, this saves memory, not
+//! time; docs/PERFORMANCE.md). The backward computes only the gradients asked
+//! for (no `dx` for a layer fed by the images). The defaults (flex, CubeCL)
+//! are burn's own primitives, the same work as before.
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::grads::Gradients;
