@@ -334,9 +334,10 @@ impl MapPool {
         let [b, t, d] = x.dims();
         let (h, hd) = (self.heads, d / self.heads);
         let q = self.q.forward_tokens(self.probe.val()).reshape([1, 1, h, hd]).swap_dims(1, 2).repeat_dim(0, b);
-        let kv = self.kv.forward_tokens(x).reshape([b, t, 2, h, hd]).permute([2, 0, 3, 1, 4]);
-        let mut parts = kv.chunk(2, 0).into_iter().map(|p| p.squeeze_dim::<4>(0));
-        let (k, v) = (parts.next().unwrap(), parts.next().unwrap());
+        // Keys and values as the two column blocks of the kv weight, each its own
+        // product (see TokenLinear::forward_tokens_cols: no slice of the output).
+        let heads = |y: Tensor<3>| y.reshape([b, t, h, hd]).swap_dims(1, 2);
+        let (k, v) = (heads(self.kv.forward_tokens_cols(x.clone(), 0..d)), heads(self.kv.forward_tokens_cols(x, d..2 * d)));
         let y = self.proj.forward_tokens(attend(q, k, v, (hd as f64).powf(-0.5), Probe::Off).0);
         let y = y.clone() + self.mlp.forward(self.norm.forward(y));
         y.reshape([b, d])
