@@ -383,7 +383,7 @@ impl Task for Classifier {
 
     fn restore(&mut self, tensors: &TensorMap, state: &LoopState, source: &Path) -> Result<()> {
         self.model = apply(self.model.clone(), &group(tensors, "model"), source)?;
-        self.optim.load_state(&group(tensors, "optim"), state.step, &self.device.clone().inner());
+        self.optim.load_state(&group(tensors, "optim"), state.step);
         if let Some(e) = &mut self.ema {
             let saved = group(tensors, "ema");
             if saved.is_empty() {

@@ -443,9 +443,8 @@ impl Task for CycleGan {
         self.g_b = apply(self.g_b.clone(), &group(tensors, "g_b"), source)?;
         self.d_a = apply(self.d_a.clone(), &group(tensors, "d_a"), source)?;
         self.d_b = apply(self.d_b.clone(), &group(tensors, "d_b"), source)?;
-        let inner = self.device.clone().inner();
         for (name, opt) in NETS.iter().zip(self.opt.iter_mut()) {
-            opt.load_state(&group(tensors, &format!("optim_{name}")), state.step, &inner);
+            opt.load_state(&group(tensors, &format!("optim_{name}")), state.step);
         }
         Self::restore_pool(&mut self.pool_a, tensors, "pool_a", &self.device, source)?;
         Self::restore_pool(&mut self.pool_b, tensors, "pool_b", &self.device, source)?;

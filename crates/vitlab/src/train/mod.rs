@@ -13,7 +13,7 @@ pub mod cyclegan;
 pub(crate) mod ema;
 pub(crate) mod engine;
 pub(crate) mod gan;
-pub(crate) mod optim;
+pub mod optim;
 pub mod predict;
 pub(crate) mod pretrained;
 pub mod preview;

@@ -6,7 +6,7 @@
 //! Update rules follow PyTorch's `torch.optim` (AdamW: decoupled weight decay
 //! `p -= lr * wd * p`; Adam and SGD: `g += wd * p`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::tensor::{Gradients, Tensor};
@@ -79,67 +79,124 @@ pub fn grad_stats<M: Module>(module: &M, grads: &Gradients) -> GradStats {
     }
 }
 
-/// Optimiser state of one parameter (flattened).
-#[derive(Clone)]
-struct Slot {
-    first: Option<Tensor<1>>,
-    second: Option<Tensor<1>>,
+/// One parameter of the flat layout: its key, its number of elements and its
+/// per-parameter options.
+#[derive(Clone, Debug, PartialEq)]
+struct Entry {
+    key: String,
+    len: usize,
+    decay: bool,
+    lr_scale: f64,
 }
 
-/// AdamW / Adam / SGD with momentum, with state keyed by parameter name.
+/// AdamW / Adam / SGD with momentum as one multi-tensor step: the gradients and
+/// parameters of every tensor that has a gradient are concatenated into one flat
+/// vector each, the update runs as one sequence of element-wise operations over
+/// all of them (the moments are flat vectors too), and each new parameter is a
+/// view of its range of the result. That is a fixed ~20 kernels per step instead
+/// of ~15 per parameter tensor (PyTorch's `foreach` implementation does the same
+/// with lists; LibTorch's `_foreach_*` ops are not bound by tch). Per-parameter
+/// options (no decay on 1-D tensors, layer-wise LR decay) are per-element factor
+/// vectors. The state is keyed by parameter name in checkpoints (`m.<key>`,
+/// `v.<key>`), as before the flat layout, so a resumed run continues bit for bit.
 pub struct Optimizer {
     config: OptimSection,
     /// Number of steps taken (Adam's bias correction uses it).
     pub steps: u64,
-    slots: HashMap<String, Slot>,
     /// Transformer blocks of the model, for layer-wise LR decay (0: not a ViT, no decay).
     depth: usize,
+    layout: Vec<Entry>,
+    /// First moment (SGD: momentum buffer) and second moment over `layout`.
+    first: Option<Tensor<1>>,
+    second: Option<Tensor<1>>,
+    /// Per-element LR scale over `layout` (None: 1 everywhere).
+    lr_el: Option<Tensor<1>>,
+    /// Per-element factor of the weight decay over `layout` (AdamW: LR scale where
+    /// decayed, Adam/SGD: 1 where decayed; 0 elsewhere; None: 1 everywhere).
+    decay_el: Option<Tensor<1>>,
+    /// State by key not (yet) in the flat layout: loaded from a checkpoint, or left
+    /// by a parameter that had no gradient in the latest step.
+    pending: BTreeMap<String, [Option<Vec<f32>>; 2]>,
 }
 
-struct StepMapper<'a> {
-    opt: &'a mut Optimizer,
+/// The parameters that have a gradient, in module order, flattened.
+struct Gather<'a> {
+    opt: &'a Optimizer,
     grads: &'a Gradients,
-    lr: f64,
-    grad_scale: f64,
     path: crate::util::ParamPath,
+    entries: Vec<Entry>,
+    params: Vec<Tensor<1>>,
+    grad: Vec<Tensor<1>>,
 }
 
-impl ModuleMapper for StepMapper<'_> {
+impl ModuleVisitor for Gather<'_> {
     fn enter_module(&mut self, name: &str, container: &str) {
         self.path.enter(name, container);
     }
     fn exit_module(&mut self, _: &str, _: &str) {
         self.path.exit();
     }
-    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
-        let (id, tensor, mapper) = param.consume();
-        let Some(grad) = tensor.grad(self.grads) else {
-            return Param::from_mapped_value(id, tensor, mapper);
-        };
-        let dims = tensor.dims();
-        let n = tensor.shape().num_elements();
-        let require_grad = tensor.is_require_grad();
-        let p = tensor.inner().reshape([n]);
-        let mut g = grad.reshape([n]);
-        if self.grad_scale != 1.0 {
-            g = g.mul_scalar(self.grad_scale);
-        }
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let tensor = param.val();
+        let Some(g) = tensor.grad(self.grads) else { return };
+        let len = tensor.shape().num_elements();
         let key = self.path.key();
         let decay =
             !(self.opt.config.skip_decay_1d && (D == 1 || matches!(key.as_str(), "pos_embed" | "cls_token" | "map.probe")));
-        let lr = self.lr * self.opt.lr_scale(&key, self.path.block());
-        let updated = self.opt.update(&key, p, g, lr, decay);
-        let mut new = Tensor::from_inner(updated.reshape(dims));
-        if require_grad {
+        let lr_scale = self.opt.lr_scale(&key, self.path.block());
+        self.entries.push(Entry { key, len, decay, lr_scale });
+        self.params.push(tensor.inner().reshape([len]));
+        self.grad.push(g.reshape([len]));
+    }
+}
+
+/// Replaces each parameter that has a gradient by its range of the flat result.
+struct Scatter<'a> {
+    grads: &'a Gradients,
+    flat: Tensor<1>,
+    offset: usize,
+}
+
+impl ModuleMapper for Scatter<'_> {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        let (id, tensor, mapper) = param.consume();
+        if tensor.grad(self.grads).is_none() {
+            return Param::from_mapped_value(id, tensor, mapper);
+        }
+        let dims = tensor.dims();
+        let len = tensor.shape().num_elements();
+        let range = self.offset..self.offset + len;
+        self.offset += len;
+        let mut new = Tensor::from_inner(self.flat.clone().slice([range]).reshape(dims));
+        if tensor.is_require_grad() {
             new = new.require_grad();
         }
         Param::from_mapped_value(id, new, mapper)
     }
 }
 
+/// `t * x`, times the per-element factor `v` when there is one.
+fn times(t: Tensor<1>, x: f64, v: &Option<Tensor<1>>) -> Tensor<1> {
+    let t = t.mul_scalar(x);
+    match v {
+        Some(v) => t.mul(v.clone()),
+        None => t,
+    }
+}
+
 impl Optimizer {
     pub fn new(config: OptimSection) -> Self {
-        Optimizer { config, steps: 0, slots: HashMap::new(), depth: 0 }
+        Optimizer {
+            config,
+            steps: 0,
+            depth: 0,
+            layout: Vec::new(),
+            first: None,
+            second: None,
+            lr_el: None,
+            decay_el: None,
+            pending: BTreeMap::new(),
+        }
     }
 
     /// For a ViT of `depth` blocks: `optim.layer_decay` applies (see [`Optimizer::lr_scale`]).
@@ -169,89 +226,167 @@ impl Optimizer {
     /// One step on every parameter that has a gradient; gradients are multiplied
     /// by `grad_scale` first (gradient clipping passes its factor here).
     pub fn step<M: Module>(&mut self, module: M, grads: &Gradients, lr: f64, grad_scale: f64) -> M {
+        let mut gather =
+            Gather { opt: self, grads, path: Default::default(), entries: Vec::new(), params: Vec::new(), grad: Vec::new() };
+        module.visit(&mut gather);
+        let Gather { entries, params, grad, .. } = gather;
         self.steps += 1;
-        let mut m = StepMapper { opt: self, grads, lr, grad_scale, path: Default::default() };
-        module.map(&mut m)
+        if entries.is_empty() {
+            return module;
+        }
+        let device = params[0].device();
+        if entries != self.layout {
+            self.relayout(entries, &device);
+        }
+        let mut g = Tensor::cat(grad, 0);
+        if grad_scale != 1.0 {
+            g = g.mul_scalar(grad_scale);
+        }
+        let p = self.update(Tensor::cat(params, 0), g, lr);
+        module.map(&mut Scatter { grads, flat: p, offset: 0 })
     }
 
-    fn update(&mut self, key: &str, p: Tensor<1>, g: Tensor<1>, lr: f64, decay: bool) -> Tensor<1> {
+    /// The flat update of parameters `p` with gradients `g` (PyTorch's formulas).
+    fn update(&mut self, p: Tensor<1>, g: Tensor<1>, lr: f64) -> Tensor<1> {
         let c = &self.config;
-        let wd = if decay { c.weight_decay } else { 0.0 };
-        let slot = self.slots.entry(key.to_string()).or_insert(Slot { first: None, second: None });
+        let wd = c.weight_decay;
+        let decays = wd != 0.0 && self.layout.iter().any(|e| e.decay);
         match c.name {
             OptimName::Adamw | OptimName::Adam => {
                 let [b1, b2] = c.betas;
                 let (p, g) = match c.name {
-                    OptimName::Adamw if wd != 0.0 => (p.clone().sub(p.mul_scalar(lr * wd)), g),
-                    OptimName::Adam if wd != 0.0 => (p.clone(), g.add(p.mul_scalar(wd))),
+                    // p *= 1 - lr_i * wd
+                    OptimName::Adamw if decays => match &self.decay_el {
+                        None => (p.mul_scalar(1.0 - lr * wd), g),
+                        Some(f) => (p.clone().mul(f.clone().mul_scalar(-lr * wd).add_scalar(1.0)), g),
+                    },
+                    OptimName::Adam if decays => (p.clone(), g.add(times(p, wd, &self.decay_el))),
                     _ => (p, g),
                 };
-                let m = match slot.first.take() {
-                    Some(m) => m.mul_scalar(b1).add(g.clone().mul_scalar(1.0 - b1)),
-                    None => g.clone().mul_scalar(1.0 - b1),
-                };
-                let v = match slot.second.take() {
-                    Some(v) => v.mul_scalar(b2).add(g.powi_scalar(2).mul_scalar(1.0 - b2)),
-                    None => g.powi_scalar(2).mul_scalar(1.0 - b2),
-                };
+                let m = self.first.take().expect("first moment laid out").mul_scalar(b1).add(g.clone().mul_scalar(1.0 - b1));
+                let v =
+                    self.second.take().expect("second moment laid out").mul_scalar(b2).add(g.powi_scalar(2).mul_scalar(1.0 - b2));
                 let t = self.steps as i32;
                 let bc1 = 1.0 - b1.powi(t);
                 let bc2 = 1.0 - b2.powi(t);
                 // PyTorch: p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps)
                 let denom = v.clone().sqrt().div_scalar(bc2.sqrt()).add_scalar(c.eps);
-                let out = p.sub(m.clone().div(denom).mul_scalar(lr / bc1));
-                slot.first = Some(m);
-                slot.second = Some(v);
+                let out = p.sub(times(m.clone().div(denom), lr / bc1, &self.lr_el));
+                self.first = Some(m);
+                self.second = Some(v);
                 out
             }
             OptimName::Sgd => {
-                let g = if wd != 0.0 { g.add(p.clone().mul_scalar(wd)) } else { g };
+                let g = if decays { g.add(times(p.clone(), wd, &self.decay_el)) } else { g };
                 let step = if c.momentum != 0.0 {
-                    let buf = match slot.first.take() {
-                        Some(b) => b.mul_scalar(c.momentum).add(g.clone()),
-                        None => g.clone(),
-                    };
+                    let buf = self.first.take().expect("momentum laid out").mul_scalar(c.momentum).add(g.clone());
                     let step = if c.nesterov { g.add(buf.clone().mul_scalar(c.momentum)) } else { buf.clone() };
-                    slot.first = Some(buf);
+                    self.first = Some(buf);
                     step
                 } else {
                     g
                 };
-                p.sub(step.mul_scalar(lr))
+                p.sub(times(step, lr, &self.lr_el))
             }
         }
+    }
+
+    /// Moves the state to a new flat layout (the first step, or a step whose set of
+    /// parameters with gradients changed): a parameter without state starts from
+    /// zero moments, which is PyTorch's first step exactly (0 * b + x = x).
+    fn relayout(&mut self, entries: Vec<Entry>, device: &burn::tensor::Device) {
+        self.unflatten();
+        let n: usize = entries.iter().map(|e| e.len).sum();
+        let stateful = !matches!(self.config.name, OptimName::Sgd) || self.config.momentum != 0.0;
+        let two = !matches!(self.config.name, OptimName::Sgd);
+        let mut moments = [Vec::with_capacity(n), Vec::with_capacity(if two { n } else { 0 })];
+        for e in &entries {
+            let state = self.pending.remove(&e.key).unwrap_or_default();
+            for (i, s) in state.into_iter().enumerate() {
+                if i == 0 || two {
+                    match s {
+                        Some(v) if v.len() == e.len => moments[i].extend(v),
+                        _ => moments[i].extend(std::iter::repeat_n(0f32, e.len)),
+                    }
+                }
+            }
+        }
+        let [m, v] = moments;
+        let upload = |v: Vec<f32>| Tensor::<1>::from_data(burn::tensor::TensorData::new(v, [n]), device);
+        self.first = stateful.then(|| upload(m));
+        self.second = two.then(|| upload(v));
+        let per_element = |f: &dyn Fn(&Entry) -> f64| {
+            let all_one = entries.iter().all(|e| f(e) == 1.0);
+            (!all_one).then(|| upload(entries.iter().flat_map(|e| std::iter::repeat_n(f(e) as f32, e.len)).collect()))
+        };
+        let adamw = matches!(self.config.name, OptimName::Adamw);
+        self.lr_el = per_element(&|e| e.lr_scale);
+        self.decay_el = per_element(&|e| {
+            if !e.decay {
+                0.0
+            } else if adamw {
+                e.lr_scale
+            } else {
+                1.0
+            }
+        });
+        self.layout = entries;
+    }
+
+    /// The flat state as per-key host vectors in `pending` (the layout emptied).
+    fn unflatten(&mut self) {
+        let first = self.first.take().map(tensor_to_vec);
+        let second = self.second.take().map(tensor_to_vec);
+        let mut offset = 0;
+        for e in std::mem::take(&mut self.layout) {
+            let range = offset..offset + e.len;
+            offset += e.len;
+            let pick = |v: &Option<Vec<f32>>| v.as_ref().map(|v| v[range.clone()].to_vec());
+            self.pending.insert(e.key, [pick(&first), pick(&second)]);
+        }
+        self.lr_el = None;
+        self.decay_el = None;
     }
 
     /// The state as named host tensors (`m.<key>`, `v.<key>`) for checkpoints.
     pub fn state(&self) -> TensorMap {
         let mut out = TensorMap::new();
-        for (key, slot) in &self.slots {
-            for (prefix, t) in [("m", &slot.first), ("v", &slot.second)] {
+        let mut put = |key: &str, state: [Option<&[f32]>; 2]| {
+            for (prefix, t) in ["m", "v"].into_iter().zip(state) {
                 if let Some(t) = t {
-                    let n = t.dims()[0];
-                    out.insert(format!("{prefix}.{key}"), HostTensor::new(vec![n], tensor_to_vec(t.clone())));
+                    out.insert(format!("{prefix}.{key}"), HostTensor::new(vec![t.len()], t.to_vec()));
                 }
             }
+        };
+        for (key, [m, v]) in &self.pending {
+            put(key, [m.as_deref(), v.as_deref()]);
+        }
+        let first = self.first.clone().map(tensor_to_vec);
+        let second = self.second.clone().map(tensor_to_vec);
+        let mut offset = 0;
+        for e in &self.layout {
+            let range = offset..offset + e.len;
+            offset += e.len;
+            put(&e.key, [first.as_ref().map(|v| &v[range.clone()]), second.as_ref().map(|v| &v[range.clone()])]);
         }
         out
     }
 
-    /// Restores [`Optimizer::state`] onto `device` (the parameters' inner device).
-    pub fn load_state(&mut self, state: &TensorMap, steps: u64, device: &burn::tensor::Device) {
+    /// Restores [`Optimizer::state`]; the next step lays it out on the parameters' device.
+    pub fn load_state(&mut self, state: &TensorMap, steps: u64) {
         self.steps = steps;
-        self.slots.clear();
-        let mut slots: BTreeMap<String, Slot> = BTreeMap::new();
+        self.layout.clear();
+        (self.first, self.second, self.lr_el, self.decay_el) = (None, None, None, None);
+        self.pending.clear();
         for (name, t) in state {
             let Some((prefix, key)) = name.split_once('.') else { continue };
-            let tensor = Tensor::<1>::from_data(burn::tensor::TensorData::new(t.data.clone(), [t.data.len()]), device);
-            let slot = slots.entry(key.to_string()).or_insert(Slot { first: None, second: None });
+            let slot = self.pending.entry(key.to_string()).or_default();
             match prefix {
-                "m" => slot.first = Some(tensor),
-                "v" => slot.second = Some(tensor),
+                "m" => slot[0] = Some(t.data.clone()),
+                "v" => slot[1] = Some(t.data.clone()),
                 _ => {}
             }
         }
-        self.slots = slots.into_iter().collect();
     }
 }
 
