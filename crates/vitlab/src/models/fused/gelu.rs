@@ -15,7 +15,9 @@
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops};
+use burn::backend::ops::ActivationOps;
 use burn::backend::tensor::FloatTensor;
+use burn::backend::Flex;
 use burn::tensor::DType;
 use burn_flex::FlexTensor;
 
@@ -37,34 +39,34 @@ impl<B: FusedKernels> Backward<B, 1> for GeluOp {
     }
 }
 
-impl FusedKernels for burn::backend::Flex {
-    fn gelu_kernel(x: FlexTensor) -> FlexTensor {
-        match contiguous_f32(&x) {
-            Some(src) => {
-                let mut y = FlexTensor::empty(x.layout().shape().clone(), DType::F32);
-                let out: &mut [f32] = y.storage_mut();
-                in_parallel(&mut [out], &[src], |[y], [x]| kernels::forward(x, y));
-                y
-            }
-            None => <Self as burn::backend::ops::ActivationOps<Self>>::gelu(x),
+/// flex's GELU forward (the fallback: burn-flex's, for other dtypes or layouts).
+pub(super) fn flex_forward(x: FlexTensor) -> FlexTensor {
+    match contiguous_f32(&x) {
+        Some(src) => {
+            let mut y = FlexTensor::empty(x.layout().shape().clone(), DType::F32);
+            let out: &mut [f32] = y.storage_mut();
+            in_parallel(&mut [out], &[src], |[y], [x]| kernels::forward(x, y));
+            y
         }
+        None => <Flex as ActivationOps<Flex>>::gelu(x),
     }
+}
 
-    fn gelu_grad_kernel(dy: FlexTensor, x: FlexTensor) -> FlexTensor {
-        match (contiguous_f32(&x), contiguous_f32(&dy)) {
-            (Some(xs), Some(gs)) if xs.len() == gs.len() => {
-                let mut dx = FlexTensor::empty(x.layout().shape().clone(), DType::F32);
-                let out: &mut [f32] = dx.storage_mut();
-                in_parallel(&mut [out], &[xs, gs], |[dx], [x, dy]| kernels::backward(x, dy, dx));
-                dx
-            }
-            _ => <Self as burn::backend::ops::ActivationOps<Self>>::gelu_backward(x, dy),
+/// flex's GELU backward.
+pub(super) fn flex_backward(dy: FlexTensor, x: FlexTensor) -> FlexTensor {
+    match (contiguous_f32(&x), contiguous_f32(&dy)) {
+        (Some(xs), Some(gs)) if xs.len() == gs.len() => {
+            let mut dx = FlexTensor::empty(x.layout().shape().clone(), DType::F32);
+            let out: &mut [f32] = dx.storage_mut();
+            in_parallel(&mut [out], &[xs, gs], |[dx], [x, dy]| kernels::backward(x, dy, dx));
+            dx
         }
+        _ => <Flex as ActivationOps<Flex>>::gelu_backward(x, dy),
     }
 }
 
 /// The elements of an `f32` tensor laid out contiguously, in order.
-fn contiguous_f32(t: &FlexTensor) -> Option<&[f32]> {
+pub(super) fn contiguous_f32(t: &FlexTensor) -> Option<&[f32]> {
     (t.dtype() == DType::F32).then(|| t.as_slice::<f32>()).flatten()
 }
 
@@ -73,7 +75,7 @@ const MIN_PER_THREAD: usize = 1 << 15;
 
 /// `f` over matching chunks of `outs` and `ins` (all of one length), one chunk per
 /// thread of rayon's pool.
-fn in_parallel<const O: usize, const I: usize>(
+pub(super) fn in_parallel<const O: usize, const I: usize>(
     outs: &mut [&mut [f32]; O],
     ins: &[&[f32]; I],
     f: impl Fn([&mut [f32]; O], [&[f32]; I]) + Sync,

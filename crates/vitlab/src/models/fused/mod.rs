@@ -39,6 +39,8 @@ use burn::tensor::{Shape, Slice, Tensor};
 
 use super::precision::{lower, upper};
 
+mod flex;
+mod flex_conv;
 mod gelu;
 mod linear;
 
@@ -128,12 +130,7 @@ pub trait FusedKernels: Backend {
         padding: [usize; 2],
         want: [bool; 3],
     ) -> ConvGrads<Self> {
-        let options = conv_options(stride, padding);
-        [
-            want[0].then(|| Self::conv2d_x_backward(x.clone(), weight.clone(), dy.clone(), options.clone())),
-            want[1].then(|| Self::conv2d_weight_backward(x.clone(), weight, dy.clone(), options)),
-            want[2].then(|| Self::conv2d_bias_backward(x, bias, dy)),
-        ]
+        conv_backward::<Self>(dy, (x, weight, bias), stride, padding, want)
     }
 
     /// Reflection padding of the last two axes of `[B, C, H, W]` by `[top, bottom, left, right]`.
@@ -259,6 +256,23 @@ fn conv_options(stride: [usize; 2], padding: [usize; 2]) -> ConvOptions<2> {
     ConvOptions::new(stride, padding, [1, 1], 1)
 }
 
+/// burn's convolution backward (a transposed convolution for `dx`, a convolution
+/// with an output-sized kernel for `dW`), for what `want` asks.
+fn conv_backward<B: Backend>(
+    dy: FloatTensor<B>,
+    (x, weight, bias): (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>),
+    stride: [usize; 2],
+    padding: [usize; 2],
+    want: [bool; 3],
+) -> ConvGrads<B> {
+    let options = conv_options(stride, padding);
+    [
+        want[0].then(|| B::conv2d_x_backward(x.clone(), weight.clone(), dy.clone(), options.clone())),
+        want[1].then(|| B::conv2d_weight_backward(x.clone(), weight, dy.clone(), options)),
+        want[2].then(|| B::conv2d_bias_backward(x, bias, dy)),
+    ]
+}
+
 /// Reflection padding's backward: the gradient of the padded tensor folded back
 /// onto the input, one spatial axis at a time (the border strips, mirrored, are
 /// added to the rows and columns they copied).
@@ -288,7 +302,7 @@ fn reflect_pad_backward<B: Backend>(dy: FloatTensor<B>, [top, bottom, left, righ
     fold(fold(dy, 3, left, right), 2, top, bottom)
 }
 
-// flex's FusedKernels: gelu.rs (its GELU kernels; the rest are the defaults).
+// flex's FusedKernels: flex.rs (GELU and convolution kernels; the rest are the defaults).
 
 #[cfg(feature = "cuda")]
 impl FusedKernels for burn::backend::Cube {}
