@@ -243,7 +243,11 @@ impl Optimizer {
             g = g.mul_scalar(grad_scale);
         }
         let p = self.update(Tensor::cat(params, 0), g, lr);
-        module.map(&mut Scatter { grads, flat: p, offset: 0 })
+        let n = p.dims()[0];
+        let mut scatter = Scatter { grads, flat: p, offset: 0 };
+        let module = module.map(&mut scatter);
+        assert_eq!(scatter.offset, n, "the optimiser's gather and scatter passes saw different parameters");
+        module
     }
 
     /// The flat update of parameters `p` with gradients `g` (PyTorch's formulas).

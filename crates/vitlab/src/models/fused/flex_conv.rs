@@ -39,7 +39,7 @@ struct Geom {
 impl Geom {
     fn new(x: &[usize], wt: &[usize], stride: [usize; 2], pad: [usize; 2]) -> Option<Geom> {
         let (&[b, c, h, w], &[o, ci, kh, kw]) = (x, wt) else { return None };
-        if ci != c || stride.contains(&0) {
+        if ci != c || stride.contains(&0) || h == 0 || w == 0 {
             return None;
         }
         let ho = (h + 2 * pad[0]).checked_sub(kh)? / stride[0] + 1;
@@ -57,10 +57,11 @@ impl Geom {
     fn pointwise(&self) -> bool {
         self.kh == 1 && self.kw == 1 && self.stride == [1, 1] && self.pad == [0, 0]
     }
-    /// The output columns `ox` whose input column `ox·s + j − pad` is inside the image.
+    /// The output columns `ox` whose input column `ox·s + j − pad` is inside the image
+    /// (empty where kernel column `j` only ever sees padding).
     fn valid_cols(&self, j: usize) -> Range<usize> {
         let (s, pad) = (self.stride[1], self.pad[1]);
-        let lo = pad.saturating_sub(j).div_ceil(s);
+        let lo = pad.saturating_sub(j).div_ceil(s).min(self.wo);
         let hi = (self.w + pad).saturating_sub(j).div_ceil(s).min(self.wo);
         lo..hi.max(lo)
     }
@@ -80,7 +81,7 @@ fn im2col(g: &Geom, x: &[f32], cols: &mut [f32]) {
                 let out = rows.next().expect("cols holds C·kh·kw rows");
                 let valid = g.valid_cols(j);
                 for (oy, dst) in out.chunks_exact_mut(g.wo).enumerate() {
-                    let Some(y) = g.in_row(oy, i) else {
+                    let Some(y) = g.in_row(oy, i).filter(|_| !valid.is_empty()) else {
                         dst.fill(0.0);
                         continue;
                     };
@@ -111,7 +112,7 @@ fn col2im(g: &Geom, cols: &[f32], dx: &mut [f32]) {
                 let src_row = rows.next().expect("cols holds C·kh·kw rows");
                 let valid = g.valid_cols(j);
                 for (oy, src) in src_row.chunks_exact(g.wo).enumerate() {
-                    let Some(y) = g.in_row(oy, i) else { continue };
+                    let Some(y) = g.in_row(oy, i).filter(|_| !valid.is_empty()) else { continue };
                     let dst = &mut plane[y * g.w..(y + 1) * g.w];
                     let first = valid.start * g.stride[1] + j - g.pad[1];
                     for (d, s) in dst[first..].iter_mut().step_by(g.stride[1]).zip(&src[valid.clone()]) {
@@ -360,6 +361,11 @@ mod tests {
             ([2, 3, 7, 6], [4, 3, 3, 3], [1, 1], [1, 1]),
             ([1, 2, 9, 8], [3, 2, 4, 4], [2, 2], [1, 1]),
             ([2, 2, 5, 7], [2, 2, 1, 3], [1, 2], [0, 2]),
+            // Kernel columns that only ever see padding (found in review: these panicked).
+            ([1, 1, 1, 1], [1, 1, 5, 5], [1, 1], [2, 2]),
+            ([1, 1, 1, 1], [1, 1, 3, 3], [3, 3], [1, 1]),
+            ([1, 2, 2, 2], [2, 2, 7, 7], [2, 2], [3, 3]),
+            ([1, 2, 6, 5], [1, 2, 1, 1], [2, 2], [0, 0]),
         ];
         for (xs, wsz, stride, pad) in cases {
             let g = Geom::new(&xs, &wsz, stride, pad).unwrap();
