@@ -69,34 +69,39 @@ impl Geom {
     fn in_row(&self, oy: usize, i: usize) -> Option<usize> {
         (oy * self.stride[0] + i).checked_sub(self.pad[0]).filter(|&y| y < self.h)
     }
+    /// Each run of `Wo` entries of the columns (row `(c·kh + i)·kw + j`, output row
+    /// `oy`), in order: the image index its first valid entry reads and its valid
+    /// output columns, or `None` where the whole run reads padding.
+    fn runs(&self) -> impl Iterator<Item = Option<(usize, Range<usize>)>> + '_ {
+        (0..self.c).flat_map(move |c| {
+            (0..self.kh).flat_map(move |i| {
+                (0..self.kw).flat_map(move |j| {
+                    let valid = self.valid_cols(j);
+                    (0..self.ho).map(move |oy| {
+                        let y = self.in_row(oy, i).filter(|_| !valid.is_empty())?;
+                        let x = valid.start * self.stride[1] + j - self.pad[1];
+                        Some(((c * self.h + y) * self.w + x, valid.clone()))
+                    })
+                })
+            })
+        })
+    }
 }
 
 /// `cols[(c·kh + i)·kw + j, oy·Wo + ox] = x[c, oy·s + i − pad, ox·s + j − pad]` (0 outside).
 fn im2col(g: &Geom, x: &[f32], cols: &mut [f32]) {
-    let p = g.p();
-    let mut rows = cols.chunks_exact_mut(p);
-    for plane in x.chunks_exact(g.h * g.w).take(g.c) {
-        for i in 0..g.kh {
-            for j in 0..g.kw {
-                let out = rows.next().expect("cols holds C·kh·kw rows");
-                let valid = g.valid_cols(j);
-                for (oy, dst) in out.chunks_exact_mut(g.wo).enumerate() {
-                    let Some(y) = g.in_row(oy, i).filter(|_| !valid.is_empty()) else {
-                        dst.fill(0.0);
-                        continue;
-                    };
-                    let src = &plane[y * g.w..(y + 1) * g.w];
-                    dst[..valid.start].fill(0.0);
-                    dst[valid.end..].fill(0.0);
-                    let first = valid.start * g.stride[1] + j - g.pad[1];
-                    if g.stride[1] == 1 {
-                        dst[valid.clone()].copy_from_slice(&src[first..first + valid.len()]);
-                    } else {
-                        for (d, s) in dst[valid.clone()].iter_mut().zip(src[first..].iter().step_by(g.stride[1])) {
-                            *d = *s;
-                        }
-                    }
-                }
+    for (dst, run) in cols.chunks_exact_mut(g.wo).zip(g.runs()) {
+        let Some((at, valid)) = run else {
+            dst.fill(0.0);
+            continue;
+        };
+        dst[..valid.start].fill(0.0);
+        dst[valid.end..].fill(0.0);
+        if g.stride[1] == 1 {
+            dst[valid.clone()].copy_from_slice(&x[at..at + valid.len()]);
+        } else {
+            for (d, v) in dst[valid].iter_mut().zip(x[at..].iter().step_by(g.stride[1])) {
+                *d = *v;
             }
         }
     }
@@ -104,21 +109,10 @@ fn im2col(g: &Geom, x: &[f32], cols: &mut [f32]) {
 
 /// The adjoint of [`im2col`]: adds each column entry onto the input pixel it copied.
 fn col2im(g: &Geom, cols: &[f32], dx: &mut [f32]) {
-    let p = g.p();
-    let mut rows = cols.chunks_exact(p);
-    for plane in dx.chunks_exact_mut(g.h * g.w).take(g.c) {
-        for i in 0..g.kh {
-            for j in 0..g.kw {
-                let src_row = rows.next().expect("cols holds C·kh·kw rows");
-                let valid = g.valid_cols(j);
-                for (oy, src) in src_row.chunks_exact(g.wo).enumerate() {
-                    let Some(y) = g.in_row(oy, i).filter(|_| !valid.is_empty()) else { continue };
-                    let dst = &mut plane[y * g.w..(y + 1) * g.w];
-                    let first = valid.start * g.stride[1] + j - g.pad[1];
-                    for (d, s) in dst[first..].iter_mut().step_by(g.stride[1]).zip(&src[valid.clone()]) {
-                        *d += *s;
-                    }
-                }
+    for (src, run) in cols.chunks_exact(g.wo).zip(g.runs()) {
+        if let Some((at, valid)) = run {
+            for (d, v) in dx[at..].iter_mut().step_by(g.stride[1]).zip(&src[valid]) {
+                *d += *v;
             }
         }
     }
