@@ -20,6 +20,8 @@ use burn::tensor::{DType, Shape};
 use burn_flex::FlexTensor;
 use gemm::{gemm, Parallelism};
 
+use super::gelu::contiguous_f32;
+
 /// The shapes of one convolution.
 #[derive(Clone, Copy, Debug)]
 struct Geom {
@@ -105,6 +107,16 @@ fn im2col(g: &Geom, x: &[f32], cols: &mut [f32]) {
             }
         }
     }
+}
+
+/// The columns of image `x`: `x` itself for a 1x1 stride-1 convolution without
+/// padding, else [`im2col`] into `cols`.
+fn columns<'a>(g: &Geom, x: &'a [f32], cols: &'a mut [f32]) -> &'a [f32] {
+    if g.pointwise() {
+        return x;
+    }
+    im2col(g, x, cols);
+    cols
 }
 
 /// The adjoint of [`im2col`]: adds each column entry onto the input pixel it copied.
@@ -197,10 +209,6 @@ fn over_images<S: Send>(
     results.into_iter().map(|r| r.expect("every group ran")).collect()
 }
 
-fn f32_slice(t: &FlexTensor) -> Option<&[f32]> {
-    (t.dtype() == DType::F32).then(|| t.as_slice::<f32>()).flatten()
-}
-
 fn dims(t: &FlexTensor) -> Vec<usize> {
     t.layout().shape().iter().copied().collect()
 }
@@ -214,7 +222,7 @@ pub(super) fn forward(
     stride: [usize; 2],
     pad: [usize; 2],
 ) -> Option<FlexTensor> {
-    let (xs, ws, bs) = (f32_slice(x)?, f32_slice(w)?, f32_slice(bias)?);
+    let (xs, ws, bs) = (contiguous_f32(x)?, contiguous_f32(w)?, contiguous_f32(bias)?);
     let g = Geom::new(&dims(x), &dims(w), stride, pad)?;
     if bs.len() != g.o {
         return None;
@@ -228,13 +236,7 @@ pub(super) fn forward(
             for (row, &b) in yb.chunks_exact_mut(p).zip(bs) {
                 row.fill(b);
             }
-            let xb = &xs[bi * image..(bi + 1) * image];
-            let rhs = if g.pointwise() {
-                xb
-            } else {
-                im2col(&g, xb, &mut cols);
-                &cols
-            };
+            let rhs = columns(&g, &xs[bi * image..(bi + 1) * image], &mut cols);
             matmul([g.o, p, k], yb, true, Mat { data: ws, rs: k, cs: 1 }, Mat { data: rhs, rs: p, cs: 1 }, par);
         }
     });
@@ -250,7 +252,7 @@ pub(super) fn backward(
     pad: [usize; 2],
     want: [bool; 3],
 ) -> Option<[Option<FlexTensor>; 3]> {
-    let (dys, xs, ws) = (f32_slice(dy)?, f32_slice(x)?, f32_slice(w)?);
+    let (dys, xs, ws) = (contiguous_f32(dy)?, contiguous_f32(x)?, contiguous_f32(w)?);
     let g = Geom::new(&dims(x), &dims(w), stride, pad)?;
     if dims(dy) != [g.b, g.o, g.ho, g.wo] {
         return None;
@@ -269,13 +271,7 @@ pub(super) fn backward(
         for (n, bi) in images.enumerate() {
             let dyb = &dys[bi * g.o * p..(bi + 1) * g.o * p];
             if want[1] {
-                let xb = &xs[bi * image..(bi + 1) * image];
-                let cols_b = if g.pointwise() {
-                    xb
-                } else {
-                    im2col(&g, xb, &mut cols);
-                    &cols
-                };
+                let cols_b = columns(&g, &xs[bi * image..(bi + 1) * image], &mut cols);
                 // dW[o, r] += Σ_q dy[o, q]·cols[r, q]
                 matmul([g.o, k, p], &mut dw, true, Mat { data: dyb, rs: p, cs: 1 }, Mat { data: cols_b, rs: 1, cs: p }, par);
             }
