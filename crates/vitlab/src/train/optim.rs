@@ -175,6 +175,15 @@ impl ModuleMapper for Scatter<'_> {
     }
 }
 
+/// Each entry's range of the flat vectors, in layout order.
+fn ranges(layout: &[Entry]) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+    layout.iter().scan(0, |offset, e| {
+        let start = *offset;
+        *offset += e.len;
+        Some(start..*offset)
+    })
+}
+
 /// `t * x`, times the per-element factor `v` when there is one.
 fn times(t: Tensor<1>, x: f64, v: &Option<Tensor<1>>) -> Tensor<1> {
     let t = t.mul_scalar(x);
@@ -341,12 +350,10 @@ impl Optimizer {
     fn unflatten(&mut self) {
         let first = self.first.take().map(tensor_to_vec);
         let second = self.second.take().map(tensor_to_vec);
-        let mut offset = 0;
-        for e in std::mem::take(&mut self.layout) {
-            let range = offset..offset + e.len;
-            offset += e.len;
+        let layout = std::mem::take(&mut self.layout);
+        for (e, range) in layout.iter().zip(ranges(&layout)) {
             let pick = |v: &Option<Vec<f32>>| v.as_ref().map(|v| v[range.clone()].to_vec());
-            self.pending.insert(e.key, [pick(&first), pick(&second)]);
+            self.pending.insert(e.key.clone(), [pick(&first), pick(&second)]);
         }
         self.lr_el = None;
         self.decay_el = None;
@@ -367,10 +374,7 @@ impl Optimizer {
         }
         let first = self.first.clone().map(tensor_to_vec);
         let second = self.second.clone().map(tensor_to_vec);
-        let mut offset = 0;
-        for e in &self.layout {
-            let range = offset..offset + e.len;
-            offset += e.len;
+        for (e, range) in self.layout.iter().zip(ranges(&self.layout)) {
             put(&e.key, [first.as_ref().map(|v| &v[range.clone()]), second.as_ref().map(|v| &v[range.clone()])]);
         }
         out
