@@ -18,8 +18,8 @@ use std::ops::Range;
 
 use burn::tensor::{DType, Shape};
 use burn_flex::FlexTensor;
-use gemm::{gemm, Parallelism};
 
+use super::flex_gemm::{dims, matmul, over_groups, Dst, Mat};
 use super::gelu::contiguous_f32;
 
 /// The shapes of one convolution.
@@ -130,89 +130,6 @@ fn col2im(g: &Geom, cols: &[f32], dx: &mut [f32]) {
     }
 }
 
-/// An operand of [`matmul`]: its elements and their row and column strides (a
-/// transpose is a swap of the two).
-struct Mat<'a> {
-    data: &'a [f32],
-    rs: usize,
-    cs: usize,
-}
-
-/// The row-major `[m, n]` `dst` `:= [dst +] lhs·rhs` (`lhs` `[m, k]`, `rhs` `[k, n]`).
-fn matmul([m, n, k]: [usize; 3], dst: &mut [f32], accumulate: bool, lhs: Mat, rhs: Mat, par: Parallelism) {
-    let end = |rows: usize, cols: usize, a: &Mat| (rows - 1) * a.rs + (cols - 1) * a.cs + 1;
-    if m == 0 || n == 0 {
-        return;
-    }
-    assert!(dst.len() >= m * n, "matmul: destination too short");
-    if k == 0 {
-        if !accumulate {
-            dst[..m * n].fill(0.0);
-        }
-        return;
-    }
-    assert!(lhs.data.len() >= end(m, k, &lhs) && rhs.data.len() >= end(k, n, &rhs), "matmul: operand too short");
-    // SAFETY: the asserts above keep every index the strides reach inside the slices;
-    // `dst` is exclusively borrowed and does not overlap the shared operands.
-    unsafe {
-        gemm(
-            m,
-            n,
-            k,
-            dst.as_mut_ptr(),
-            1,
-            n as isize,
-            accumulate,
-            lhs.data.as_ptr(),
-            lhs.cs as isize,
-            lhs.rs as isize,
-            rhs.data.as_ptr(),
-            rhs.cs as isize,
-            rhs.rs as isize,
-            1.0,
-            1.0,
-            false,
-            false,
-            false,
-            par,
-        )
-    }
-}
-
-/// `f(images, out)` over contiguous groups of the `b` images, one group per thread
-/// (`out`: each group's part of an output of `per_image` values per image), its
-/// results in group order. The products inside run on one thread each, or on all
-/// threads when there is one group.
-fn over_images<S: Send>(
-    b: usize,
-    out: &mut [f32],
-    per_image: usize,
-    f: impl Fn(Range<usize>, &mut [f32], Parallelism) -> S + Sync,
-) -> Vec<S> {
-    let threads = rayon::current_num_threads();
-    if b < 2 || threads < 2 {
-        return vec![f(0..b, out, Parallelism::Rayon(0))];
-    }
-    let per_group = b.div_ceil(threads.min(b));
-    let groups = b.div_ceil(per_group);
-    let mut results: Vec<Option<S>> = (0..groups).map(|_| None).collect();
-    let mut chunks: Vec<&mut [f32]> =
-        if per_image == 0 { (0..groups).map(|_| &mut [][..]).collect() } else { out.chunks_mut(per_group * per_image).collect() };
-    let f = &f;
-    rayon::scope(|s| {
-        for (gi, (slot, chunk)) in results.iter_mut().zip(chunks.iter_mut()).enumerate() {
-            let images = gi * per_group..((gi + 1) * per_group).min(b);
-            let chunk = std::mem::take(chunk);
-            s.spawn(move |_| *slot = Some(f(images, chunk, Parallelism::None)));
-        }
-    });
-    results.into_iter().map(|r| r.expect("every group ran")).collect()
-}
-
-fn dims(t: &FlexTensor) -> Vec<usize> {
-    t.layout().shape().iter().copied().collect()
-}
-
 /// `conv2d(x, w) + b`, or `None` when an operand is not a contiguous f32 tensor or
 /// the shapes do not fit (the caller falls back to burn-flex's convolution).
 pub(super) fn forward(
@@ -229,7 +146,7 @@ pub(super) fn forward(
     }
     let (k, p, image) = (g.k(), g.p(), g.c * g.h * g.w);
     let mut y = FlexTensor::empty(Shape::new([g.b, g.o, g.ho, g.wo]), DType::F32);
-    over_images(g.b, y.storage_mut::<f32>(), g.o * p, |images, ys, par| {
+    over_groups(g.b, [y.storage_mut::<f32>()], [g.o * p], |images, [ys], par| {
         let mut cols = if g.pointwise() { Vec::new() } else { vec![0f32; k * p] };
         for (n, bi) in images.enumerate() {
             let yb = &mut ys[n * g.o * p..(n + 1) * g.o * p];
@@ -237,7 +154,7 @@ pub(super) fn forward(
                 row.fill(b);
             }
             let rhs = columns(&g, &xs[bi * image..(bi + 1) * image], &mut cols);
-            matmul([g.o, p, k], yb, true, Mat { data: ws, rs: k, cs: 1 }, Mat { data: rhs, rs: p, cs: 1 }, par);
+            matmul([g.o, p, k], Dst::rows(yb, p), true, Mat { data: ws, rs: k, cs: 1 }, Mat { data: rhs, rs: p, cs: 1 }, par);
         }
     });
     Some(y)
@@ -264,7 +181,7 @@ pub(super) fn backward(
         None => (&mut [], 0),
     };
     // Per group: its partial dW and db.
-    let partials = over_images(g.b, dx_out, per_image, |images, dxs, par| {
+    let partials = over_groups(g.b, [dx_out], [per_image], |images, [dxs], par| {
         let mut dw = vec![0f32; if want[1] { g.o * k } else { 0 }];
         let mut db = vec![0f32; if want[2] { g.o } else { 0 }];
         let mut cols = vec![0f32; if g.pointwise() { 0 } else { k * p }];
@@ -273,7 +190,14 @@ pub(super) fn backward(
             if want[1] {
                 let cols_b = columns(&g, &xs[bi * image..(bi + 1) * image], &mut cols);
                 // dW[o, r] += Σ_q dy[o, q]·cols[r, q]
-                matmul([g.o, k, p], &mut dw, true, Mat { data: dyb, rs: p, cs: 1 }, Mat { data: cols_b, rs: 1, cs: p }, par);
+                matmul(
+                    [g.o, k, p],
+                    Dst::rows(&mut dw, k),
+                    true,
+                    Mat { data: dyb, rs: p, cs: 1 },
+                    Mat { data: cols_b, rs: 1, cs: p },
+                    par,
+                );
             }
             if want[2] {
                 for (acc, row) in db.iter_mut().zip(dyb.chunks_exact(p)) {
@@ -284,9 +208,9 @@ pub(super) fn backward(
                 let dxb = &mut dxs[n * image..(n + 1) * image];
                 let wt = Mat { data: ws, rs: 1, cs: k };
                 if g.pointwise() {
-                    matmul([k, p, g.o], dxb, false, wt, Mat { data: dyb, rs: p, cs: 1 }, par);
+                    matmul([k, p, g.o], Dst::rows(dxb, p), false, wt, Mat { data: dyb, rs: p, cs: 1 }, par);
                 } else {
-                    matmul([k, p, g.o], &mut cols, false, wt, Mat { data: dyb, rs: p, cs: 1 }, par);
+                    matmul([k, p, g.o], Dst::rows(&mut cols, p), false, wt, Mat { data: dyb, rs: p, cs: 1 }, par);
                     col2im(&g, &cols, dxb);
                 }
             }

@@ -127,7 +127,7 @@ pub(crate) mod kernels {
     /// `|r| <= ln2/2` in two parts, and Cephes' degree-6 polynomial for `e^r`
     /// (relative error about 1 ulp). Branch-free, so loops over it vectorise.
     #[inline(always)]
-    fn exp_nonpositive(v: f32) -> f32 {
+    pub(crate) fn exp_nonpositive(v: f32) -> f32 {
         const LN2_HI: f32 = 0.693_359_4;
         const LN2_LO: f32 = -2.121_944_4e-4;
         const ROUND: f32 = 12_582_912.0; // 1.5·2²³: adding it rounds to an integer
@@ -195,6 +195,8 @@ pub(crate) mod kernels {
             *dx = gelu_grad(x, dy);
         }
     }
+
+    pub(crate) use dispatch;
 
     dispatch!(forward, forward_loop, (x: &[f32], y: &mut [f32]));
     dispatch!(backward, backward_loop, (x: &[f32], dy: &[f32], dx: &mut [f32]));

@@ -40,7 +40,9 @@ use burn::tensor::{Shape, Slice, Tensor};
 use super::precision::{lower, upper};
 
 mod flex;
+mod flex_attn;
 mod flex_conv;
+mod flex_gemm;
 mod gelu;
 mod linear;
 
@@ -302,7 +304,7 @@ fn reflect_pad_backward<B: Backend>(dy: FloatTensor<B>, [top, bottom, left, righ
     fold(fold(dy, 3, left, right), 2, top, bottom)
 }
 
-// flex's FusedKernels: flex.rs (GELU and convolution kernels; the rest are the defaults).
+// flex's FusedKernels: flex.rs (GELU, attention and convolution kernels; the rest are the defaults).
 
 #[cfg(feature = "cuda")]
 impl FusedKernels for burn::backend::Cube {}
