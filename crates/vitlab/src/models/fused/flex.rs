@@ -4,7 +4,7 @@
 //! crate, forward and backward; the rest are the trait's defaults (burn-flex's
 //! primitives).
 
-use burn::backend::ops::ModuleOps;
+use burn::backend::ops::{AttentionModuleOptions, ModuleOps};
 use burn::backend::Flex;
 use burn_flex::FlexTensor;
 
@@ -23,6 +23,13 @@ impl FusedKernels for Flex {
 
     fn attn_forward(q: FlexTensor, k: FlexTensor, v: FlexTensor, scale: f64) -> (FlexTensor, FlexTensor) {
         flex_attn::forward(&q, &k, &v, scale).unwrap_or_else(|| attn_forward::<Self>(q, k, v, scale))
+    }
+
+    fn attn_infer(q: FlexTensor, k: FlexTensor, v: FlexTensor, scale: f64) -> FlexTensor {
+        match flex_attn::forward(&q, &k, &v, scale) {
+            Some((out, _)) => out,
+            None => Self::attention(q, k, v, None, None, AttentionModuleOptions { scale: Some(scale), ..Default::default() }),
+        }
     }
 
     /// `saved` is the log-sum-exp (`[B, H, T]`) where flex_attn ran the forward, the

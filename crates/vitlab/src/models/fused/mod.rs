@@ -111,6 +111,12 @@ pub trait FusedKernels: Backend {
         attn_forward::<Self>(q, k, v, scale)
     }
 
+    /// Attention over `[B, H, T, hd]` without autodiff: the backend's own kernel.
+    fn attn_infer(q: FloatTensor<Self>, k: FloatTensor<Self>, v: FloatTensor<Self>, scale: f64) -> FloatTensor<Self> {
+        let options = AttentionModuleOptions { scale: Some(scale), ..Default::default() };
+        Self::attention(q, k, v, None, None, options)
+    }
+
     /// 2-D convolution (dilation 1, one group) with a bias: `(y, saved)`.
     fn conv_forward(
         x: FloatTensor<Self>,
@@ -354,8 +360,7 @@ macro_rules! plain_vit_ops {
             }
 
             fn vit_attention(q: FloatTensor<Self>, k: FloatTensor<Self>, v: FloatTensor<Self>, scale: f64) -> FloatTensor<Self> {
-                let options = AttentionModuleOptions { scale: Some(scale), ..Default::default() };
-                Self::attention(q, k, v, None, None, options)
+                <Self as FusedKernels>::attn_infer(q, k, v, scale)
             }
 
             fn vit_conv2d(
