@@ -41,6 +41,11 @@ impl FusedKernels for Flex {
         if let Some(grads) = flex_attn::backward(&d_out, qkv.each_ref(), &out, &saved, scale) {
             return grads;
         }
+        // Negative strides (a flip): the same kernel on contiguous copies.
+        let qkv = qkv.map(|t| t.to_contiguous());
+        if let Some(grads) = flex_attn::backward(&d_out.to_contiguous(), qkv.each_ref(), &out.to_contiguous(), &saved, scale) {
+            return grads;
+        }
         let [q, k, v] = qkv;
         let (out, p) = attn_forward::<Self>(q.clone(), k.clone(), v.clone(), scale);
         attn_backward::<Self>(d_out, [q, k, v], out, p, scale)

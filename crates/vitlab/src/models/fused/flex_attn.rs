@@ -172,23 +172,24 @@ mod kernels {
 
     const LANES: usize = 16;
 
-    /// `row := softmax(s·row)` and `lse := s·max + ln Σ exp(s·row − s·max)`. A NaN or
-    /// an infinity in the row makes the whole row and `lse` NaN, as PyTorch's softmax
-    /// (`x·0` is 0 for every finite `x` and NaN otherwise).
+    /// `row := softmax(s·row)` and `lse := s·max + ln Σ exp(s·row − s·max)`. As
+    /// PyTorch's softmax: a −∞ score gets weight 0 (below 1e-37), and a NaN or +∞ score, or a row
+    /// of −∞ only, makes the whole row and `lse` NaN (`x·0` is 0 for finite `x`, NaN
+    /// for NaN and ±∞).
     #[inline(always)]
     fn softmax_loop(row: &mut [f32], scale: f32, lse: &mut f32) {
         let (mut max, mut poison) = ([f32::NEG_INFINITY; LANES], [0f32; LANES]);
         let mut see = |c: &[f32]| {
             for (i, &x) in c.iter().enumerate() {
                 max[i] = max[i].max(x);
-                poison[i] += x * 0.0;
+                poison[i] += if x == f32::NEG_INFINITY { 0.0 } else { x * 0.0 };
             }
         };
         let mut chunks = row.chunks_exact(LANES);
         chunks.by_ref().for_each(&mut see);
         see(chunks.remainder());
         let shift = scale * max.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
-        let poison: f32 = poison.iter().sum();
+        let poison: f32 = if shift == f32::NEG_INFINITY { f32::NAN } else { poison.iter().sum() };
         let mut sum = [0f32; LANES];
         let mut exp = |c: &mut [f32]| {
             for (i, x) in c.iter_mut().enumerate() {
@@ -210,7 +211,8 @@ mod kernels {
         }
     }
 
-    /// `row := exp(s·row − lse)`: the softmax again from its log-sum-exp.
+    /// `row := exp(s·row − lse)`: the softmax again from its log-sum-exp (the
+    /// exponent clamped at 0, which only rounding could exceed).
     #[inline(always)]
     fn probabilities_loop(row: &mut [f32], scale: f32, lse: f32) {
         if lse.is_nan() {
@@ -218,7 +220,7 @@ mod kernels {
             return;
         }
         for x in row.iter_mut() {
-            *x = exp_nonpositive(scale * *x - lse);
+            *x = exp_nonpositive((scale * *x - lse).min(0.0));
         }
     }
 
@@ -261,26 +263,35 @@ mod tests {
     }
 
     /// Outputs and gradients equal burn's decomposition (softmax kept) within 2e-6 of
-    /// the largest value, for one block of query rows and for several (600 keys: blocks
-    /// of 218 rows), for fewer queries than keys, values wider than keys, and inputs
-    /// that are strided views of token rows as the model passes them.
+    /// the largest value, on three threads (batch entries split into groups, each
+    /// group's products on one thread, or on two: `b = 1`): one block of query rows
+    /// and several (600 keys: blocks of 218 rows), fewer queries than keys, values
+    /// wider than keys with several heads, and inputs that are strided views of token
+    /// rows as the model passes them (queries a slice at a non-zero offset, the
+    /// output gradient a transposed view).
     #[test]
-    fn matches_the_decomposition_over_blocks_and_strides() {
+    fn matches_the_decomposition_over_blocks_groups_and_strides() {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().expect("a thread pool");
         let mut rng = crate::util::Rng::new(11);
-        for (b, h, tq, tk, d, dv) in [(3, 2, 65, 65, 16, 16), (1, 2, 600, 600, 8, 8), (2, 1, 5, 600, 4, 6), (2, 3, 17, 40, 8, 8)]
-        {
+        let cases =
+            [(5, 2, 65, 65, 16, 16), (4, 2, 600, 600, 8, 8), (1, 2, 600, 600, 8, 8), (4, 3, 5, 600, 4, 6), (2, 3, 17, 40, 8, 8)];
+        for (b, h, tq, tk, d, dv) in cases {
             assert!(tq < 600 || block_rows(tq, tk) < tq, "the 600-token case spans several blocks");
-            // Token rows [B, T, H, d] viewed as [B, H, T, d], as the model's q, k, v.
-            let q = random([b, tq, h, d], &mut rng, 4.0).transpose(1, 2);
+            // Token rows [B, T, H, ·] viewed as [B, H, T, ·], as the model's q, k, v, dO.
+            let q = random([b, tq, h, d + 3], &mut rng, 4.0).narrow(3, 2, d).transpose(1, 2);
             let k = random([b, tk, h, d], &mut rng, 4.0).transpose(1, 2);
             let v = random([b, tk, h, dv], &mut rng, 2.0).transpose(1, 2);
-            let d_out = random([b, h, tq, dv], &mut rng, 2.0);
+            let d_out = random([b, tq, h, dv], &mut rng, 2.0).transpose(1, 2);
+            assert!(q.layout().start_offset() > 0);
             let scale = 1.0 / (d as f64).sqrt();
-            let (out, lse) = forward(&q, &k, &v, scale).expect("f32 operands");
+            let ((out, lse), grads) = pool.install(|| {
+                let (out, lse) = forward(&q, &k, &v, scale).expect("f32 operands");
+                let grads = backward(&d_out, [&q, &k, &v], &out, &lse, scale).expect("f32 operands");
+                ((out, lse), grads)
+            });
             let (want_out, p) = attn_forward::<Flex>(q.clone(), k.clone(), v.clone(), scale);
             assert_close("O", &out, &want_out);
             assert_eq!(dims(&lse), [b, h, tq]);
-            let grads = backward(&d_out, [&q, &k, &v], &out, &lse, scale).expect("f32 operands");
             let want = attn_backward::<Flex>(d_out, [q, k, v], want_out, p, scale);
             for (name, (g, w)) in ["dQ", "dK", "dV"].iter().zip(grads.iter().zip(&want)) {
                 assert_close(name, g, w);
@@ -288,8 +299,9 @@ mod tests {
         }
     }
 
-    /// A NaN in a query makes its output row NaN, as PyTorch's softmax does, and
-    /// leaves the other rows alone.
+    /// A NaN in a query makes its output row NaN and a −∞ score gets weight 0 (below 1e-37), as
+    /// PyTorch's softmax does, leaving the other rows alone; the backward of a NaN row
+    /// is NaN too.
     #[test]
     fn a_nan_logit_poisons_its_row_only() {
         let mut rng = crate::util::Rng::new(3);
@@ -301,5 +313,18 @@ mod tests {
         let (o, l) = (values(&out), values(&lse));
         assert!(o[8..16].iter().all(|x| x.is_nan()) && l[1].is_nan());
         assert!(o[..8].iter().chain(&o[16..]).all(|x| x.is_finite()) && l[0].is_finite() && l[2].is_finite());
+        let d_out = random([1, 1, 4, 8], &mut rng, 1.0);
+        let [dq, ..] = backward(&d_out, [&q, &k, &v], &out, &lse, 0.5).unwrap();
+        assert!(values(&dq)[8..16].iter().all(|x| x.is_nan()));
+
+        let mut row = [1.0, f32::NEG_INFINITY, 2.0];
+        let mut l = 0.0;
+        kernels::softmax(&mut row, 1.0, &mut l);
+        let e = [1f32.exp(), 2f32.exp()];
+        assert!(row[1] < 1e-37 && (row[0] - e[0] / (e[0] + e[1])).abs() < 1e-6, "{row:?}");
+        assert!((l - (e[0] + e[1]).ln()).abs() < 1e-6);
+        let mut all = [f32::NEG_INFINITY; 3];
+        kernels::softmax(&mut all, 1.0, &mut l);
+        assert!(all.iter().all(|x| x.is_nan()) && l.is_nan());
     }
 }

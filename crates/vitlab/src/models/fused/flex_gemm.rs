@@ -78,20 +78,25 @@ pub(super) fn matmul([m, n, k]: [usize; 3], dst: Dst, accumulate: bool, lhs: Mat
 
 /// `f(items, outs, par)` over contiguous groups of `b` items, one group per thread
 /// (`outs[i]`: each group's part of an output of `per_item[i]` values per item), its
-/// results in group order. The products inside run on one thread each
-/// (`Parallelism::None`), or on all threads when there is one group.
+/// results in group order. The products inside run on the threads left over per
+/// group (`Parallelism::None` when there are at least as many items as threads), or
+/// on all threads when there is one group.
 pub(super) fn over_groups<S: Send, const N: usize>(
     b: usize,
     outs: [&mut [f32]; N],
     per_item: [usize; N],
     f: impl Fn(Range<usize>, [&mut [f32]; N], Parallelism) -> S + Sync,
 ) -> Vec<S> {
+    for (out, &n) in outs.iter().zip(&per_item) {
+        assert_eq!(out.len(), b * n, "over_groups: an output of {n} values per item for {b} items");
+    }
     let threads = rayon::current_num_threads();
     if b < 2 || threads < 2 {
         return vec![f(0..b, outs, Parallelism::Rayon(0))];
     }
     let per_group = b.div_ceil(threads.min(b));
     let groups = b.div_ceil(per_group);
+    let par = if groups < threads { Parallelism::Rayon(threads / groups) } else { Parallelism::None };
     let mut results: Vec<Option<S>> = (0..groups).map(|_| None).collect();
     let mut rest = outs;
     let mut parts: Vec<[&mut [f32]; N]> = Vec::with_capacity(groups);
@@ -99,9 +104,7 @@ pub(super) fn over_groups<S: Send, const N: usize>(
         let items = ((gi + 1) * per_group).min(b) - gi * per_group;
         let mut i = 0;
         parts.push(rest.each_mut().map(|r| {
-            let taken = std::mem::take(r);
-            let at = (items * per_item[i]).min(taken.len());
-            let (head, tail) = taken.split_at_mut(at);
+            let (head, tail) = std::mem::take(r).split_at_mut(items * per_item[i]);
             *r = tail;
             i += 1;
             head
@@ -111,7 +114,7 @@ pub(super) fn over_groups<S: Send, const N: usize>(
     rayon::scope(|s| {
         for (gi, (slot, part)) in results.iter_mut().zip(parts).enumerate() {
             let items = gi * per_group..((gi + 1) * per_group).min(b);
-            s.spawn(move |_| *slot = Some(f(items, part, Parallelism::None)));
+            s.spawn(move |_| *slot = Some(f(items, part, par)));
         }
     });
     results.into_iter().map(|r| r.expect("every group ran")).collect()

@@ -122,8 +122,8 @@ pub(crate) mod kernels {
         ((1.0 - poly * gauss).copysign(z), gauss)
     }
 
-    /// `exp(v)` for `v <= 0` (NaN stays NaN; below −87.3 the result is 0 or a
-    /// denormal-free tiny value): `2ⁿ·e^r` with `n = round(v/ln 2)`,
+    /// `exp(v)` for `v <= 0` (below −87.3, and for a NaN `v`, the result is about
+    /// 1.2e-38: callers that must propagate NaN check for it themselves): `2ⁿ·e^r` with `n = round(v/ln 2)`,
     /// `|r| <= ln2/2` in two parts, and Cephes' degree-6 polynomial for `e^r`
     /// (relative error about 1 ulp). Branch-free, so loops over it vectorise.
     #[inline(always)]
