@@ -139,7 +139,8 @@ impl FromStr for Backend {
 /// against pytorch-fid's 1,569; at 32 MiB 1,501 (1,415 with glibc's defaults).
 /// ViT-Tiny/4 training at batch 128 allocates nothing that large (the same page
 /// faults on both backends); flex ViT-Small/4 pays about a million more faults in
-/// a 3-step bench (some 2 % of its time) and peaks 100 MiB lower.
+/// a 3-step bench (its median step 5 % slower, its fastest the same) and peaks
+/// 100 MiB lower.
 /// Called once by the `vitlab` binary at start-up; does nothing when the user set any `MALLOC_*`
 /// environment variable or `VITLAB_SYSTEM_MALLOC=1`, or on other platforms.
 pub fn tune_allocator() {
