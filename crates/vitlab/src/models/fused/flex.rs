@@ -4,12 +4,13 @@
 //! crate, forward and backward; the rest are the trait's defaults (burn-flex's
 //! primitives).
 
-use burn::backend::ops::{AttentionModuleOptions, ModuleOps};
+use burn::backend::ops::ModuleOps;
 use burn::backend::Flex;
 use burn_flex::FlexTensor;
 
 use super::{
-    attn_backward, attn_forward, conv_backward, conv_options, flex_attn, flex_conv, gelu, ConvGrads, ConvSaved, FusedKernels,
+    attn_backward, attn_forward, burn_attention, conv_backward, conv_options, flex_attn, flex_conv, gelu, ConvGrads, ConvSaved,
+    FusedKernels,
 };
 
 impl FusedKernels for Flex {
@@ -28,7 +29,7 @@ impl FusedKernels for Flex {
     fn attn_infer(q: FlexTensor, k: FlexTensor, v: FlexTensor, scale: f64) -> FlexTensor {
         match flex_attn::forward(&q, &k, &v, scale) {
             Some((out, _)) => out,
-            None => Self::attention(q, k, v, None, None, AttentionModuleOptions { scale: Some(scale), ..Default::default() }),
+            None => burn_attention::<Self>(q, k, v, scale),
         }
     }
 
@@ -38,17 +39,13 @@ impl FusedKernels for Flex {
         if saved.layout().num_dims() == 4 {
             return attn_backward::<Self>(d_out, qkv, out, saved, scale);
         }
-        if let Some(grads) = flex_attn::backward(&d_out, qkv.each_ref(), &out, &saved, scale) {
-            return grads;
-        }
-        // Negative strides (a flip): the same kernel on contiguous copies.
-        let qkv = qkv.map(|t| t.to_contiguous());
-        if let Some(grads) = flex_attn::backward(&d_out.to_contiguous(), qkv.each_ref(), &out.to_contiguous(), &saved, scale) {
-            return grads;
-        }
-        let [q, k, v] = qkv;
-        let (out, p) = attn_forward::<Self>(q.clone(), k.clone(), v.clone(), scale);
-        attn_backward::<Self>(d_out, [q, k, v], out, p, scale)
+        flex_attn::backward(&d_out, qkv.each_ref(), &out, &saved, scale).unwrap_or_else(|| {
+            // The forward ran flex_attn (f32, shapes that fit), so this is only for an
+            // output gradient of another dtype: the decomposition, its softmax recomputed.
+            let [q, k, v] = qkv;
+            let (out, p) = attn_forward::<Self>(q.clone(), k.clone(), v.clone(), scale);
+            attn_backward::<Self>(d_out, [q, k, v], out, p, scale)
+        })
     }
 
     fn conv_forward(

@@ -12,9 +12,12 @@
 //! 1,025 tokens), and a block's scratch is `rows × T` per thread, as PyTorch's
 //! CPU flash attention. The price is one more `Q·Kᵀ` product in the backward.
 //! Batch entries are split into one group per thread. `Q`, `K`, `V` and `dO`
-//! are read in whatever strides they have (the model's are views of `[B, T, H,
-//! d]` token rows); `O`, `dQ`, `dK` and `dV` are written as such views, so the
-//! model's swap back to token rows is free.
+//! are read in whatever non-negative strides they have (the model's are views of
+//! `[B, T, H, d]` token rows; a flipped operand is copied first); `O`, `dQ`, `dK`
+//! and `dV` are written as such views, so the model's swap back to token rows is
+//! free.
+
+use std::borrow::Cow;
 
 use burn::tensor::{DType, Shape};
 use burn_flex::{FlexTensor, Layout};
@@ -30,7 +33,8 @@ struct View<'a> {
 }
 
 impl<'a> View<'a> {
-    /// `None` unless `t` is f32 of shape `shape` with non-negative strides.
+    /// `None` unless `t` is f32 of shape `shape` with non-negative strides
+    /// (see [`unflipped`]).
     fn of(t: &'a FlexTensor, shape: [usize; 4]) -> Option<View<'a>> {
         if t.dtype() != DType::F32 || dims(t) != shape {
             return None;
@@ -86,11 +90,21 @@ impl Dims {
     }
 }
 
+/// `t`, or a contiguous copy of it where a stride is negative (burn-flex's `flip`
+/// is a view with negative strides), so that [`View::of`] can read it.
+fn unflipped(t: &FlexTensor) -> Cow<'_, FlexTensor> {
+    match t.layout().strides().iter().any(|&s| s < 0) {
+        true => Cow::Owned(t.to_contiguous()),
+        false => Cow::Borrowed(t),
+    }
+}
+
 /// `(O, L)`, or `None` when an operand is not f32 or the shapes do not fit (the
 /// caller falls back to burn's decomposition).
 pub(super) fn forward(q: &FlexTensor, k: &FlexTensor, v: &FlexTensor, scale: f64) -> Option<(FlexTensor, FlexTensor)> {
     let Dims { b, h, tq, tk, d, dv } = Dims::new(q, k, v, scale)?;
-    let (qv, kv, vv) = (View::of(q, [b, h, tq, d])?, View::of(k, [b, h, tk, d])?, View::of(v, [b, h, tk, dv])?);
+    let (q, k, v) = (unflipped(q), unflipped(k), unflipped(v));
+    let (qv, kv, vv) = (View::of(&q, [b, h, tq, d])?, View::of(&k, [b, h, tk, d])?, View::of(&v, [b, h, tk, dv])?);
     let mut out = token_rows([b, h, tq, dv]);
     let mut lse = FlexTensor::empty(Shape::new([b, h, tq]), DType::F32);
     let bq = block_rows(tq, tk);
@@ -125,8 +139,9 @@ pub(super) fn backward(
     scale: f64,
 ) -> Option<[FlexTensor; 3]> {
     let Dims { b, h, tq, tk, d, dv } = Dims::new(q, k, v, scale)?;
-    let (qv, kv, vv) = (View::of(q, [b, h, tq, d])?, View::of(k, [b, h, tk, d])?, View::of(v, [b, h, tk, dv])?);
-    let (dov, ov) = (View::of(d_out, [b, h, tq, dv])?, View::of(out, [b, h, tq, dv])?);
+    let [q, k, v, d_out, out] = [q, k, v, d_out, out].map(unflipped);
+    let (qv, kv, vv) = (View::of(&q, [b, h, tq, d])?, View::of(&k, [b, h, tk, d])?, View::of(&v, [b, h, tk, dv])?);
+    let (dov, ov) = (View::of(&d_out, [b, h, tq, dv])?, View::of(&out, [b, h, tq, dv])?);
     let ls = (dims(lse) == [b, h, tq] && lse.dtype() == DType::F32).then(|| lse.as_slice::<f32>()).flatten()?;
     let [mut dq, mut dk, mut dvt] = [[b, h, tq, d], [b, h, tk, d], [b, h, tk, dv]].map(token_rows);
     let bq = block_rows(tq, tk);
@@ -302,6 +317,34 @@ mod tests {
     /// A NaN in a query makes its output row NaN and a −∞ score gets weight 0 (below 1e-37), as
     /// PyTorch's softmax does, leaving the other rows alone; the backward of a NaN row
     /// is NaN too.
+    /// burn-flex's `flip` is a view with negative strides: such operands (a model
+    /// that reverses its tokens, say) go through the kernel on copies, with the same
+    /// results as the decomposition over the same views.
+    #[test]
+    fn flipped_operands_match_the_decomposition() {
+        use burn_flex::ops::flip::flip;
+        let mut rng = crate::util::Rng::new(5);
+        let (b, h, t, d) = (2, 2, 9, 8);
+        let q = flip(random([b, h, t, d], &mut rng, 4.0), &[2]);
+        let k = flip(random([b, h, t, d], &mut rng, 4.0), &[2, 3]);
+        let v = random([b, h, t, d], &mut rng, 2.0);
+        let d_out = flip(random([b, h, t, d], &mut rng, 2.0), &[2]);
+        assert!(q.layout().strides().iter().any(|&s| s < 0), "flip gives negative strides");
+        let scale = 0.3;
+        let (out, lse) = forward(&q, &k, &v, scale).expect("flipped f32 operands are taken");
+        let grads = backward(&d_out, [&q, &k, &v], &flip(out.clone(), &[2]), &lse, scale);
+        let grads_direct = backward(&d_out, [&q, &k, &v], &out, &lse, scale).expect("flipped f32 operands are taken");
+        let (want_out, p) = attn_forward::<Flex>(q.clone(), k.clone(), v.clone(), scale);
+        assert_close("O", &out, &want_out);
+        let want = attn_backward::<Flex>(d_out, [q, k, v], want_out, p, scale);
+        for (name, (g, w)) in ["dQ", "dK", "dV"].iter().zip(grads_direct.iter().zip(&want)) {
+            assert_close(name, g, w);
+        }
+        // A flipped output is read as the flipped values it holds: D = rowsum(dO ⊙ O) changes.
+        let flipped = grads.expect("a flipped output is taken");
+        assert!(values(&flipped[0]) != values(&grads_direct[0]), "the output's flip is not ignored");
+    }
+
     #[test]
     fn a_nan_logit_poisons_its_row_only() {
         let mut rng = crate::util::Rng::new(3);

@@ -113,8 +113,7 @@ pub trait FusedKernels: Backend {
 
     /// Attention over `[B, H, T, hd]` without autodiff: the backend's own kernel.
     fn attn_infer(q: FloatTensor<Self>, k: FloatTensor<Self>, v: FloatTensor<Self>, scale: f64) -> FloatTensor<Self> {
-        let options = AttentionModuleOptions { scale: Some(scale), ..Default::default() };
-        Self::attention(q, k, v, None, None, options)
+        burn_attention::<Self>(q, k, v, scale)
     }
 
     /// 2-D convolution (dilation 1, one group) with a bias: `(y, saved)`.
@@ -228,6 +227,11 @@ fn ln_backward<B: Backend>(
     let c2 = B::float_mean_dim(g.clone(), last);
     let inner = B::float_sub(B::float_sub(g, c2), B::float_mul(xhat, c1));
     (B::float_mul(inner, rstd), dgamma, dbeta)
+}
+
+/// burn's own attention op (no mask, no bias), the inference default.
+fn burn_attention<B: Backend>(q: FloatTensor<B>, k: FloatTensor<B>, v: FloatTensor<B>, scale: f64) -> FloatTensor<B> {
+    B::attention(q, k, v, None, None, AttentionModuleOptions { scale: Some(scale), ..Default::default() })
 }
 
 fn attn_forward<B: Backend>(
