@@ -12,7 +12,8 @@
 # PYTHON (default .venv/bin/python: torch==2.9.0 torchvision==0.24.0 timm==1.0.31 safetensors,
 # and pytorch-fid==0.3.0 for the FID row; pin torch in the same pip command, as pytorch-fid
 # otherwise pulls the newest torch),
-# STEPS (4), WARMUP (1), ROUNDS (1).
+# STEPS (4), WARMUP (1), ROUNDS (1), COMPILE (1: also time torch.compile in the same
+# invocation, `vitlab bench --compile`; its compilation runs in the warm-up steps).
 # The machine should be otherwise idle: ratios within one invocation are what count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +29,8 @@ out=${1:?usage: tools/scaling.sh [--pause RUN] [--only NAME,...] OUT}
 vitlab=${VITLAB:-target/release/vitlab}
 python=${PYTHON:-.venv/bin/python}
 steps=${STEPS:-4} warmup=${WARMUP:-1} rounds=${ROUNDS:-1}
+compile=()
+if [ "${COMPILE:-0}" = 1 ]; then compile=(--compile); fi
 torch_lib=$("$python" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
 export LD_LIBRARY_PATH="$torch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 [ -x "$vitlab" ] || { echo "no vitlab binary at $vitlab (build with --features tch, or set VITLAB)" >&2; exit 1; }
@@ -59,7 +62,7 @@ for row in "${rows[@]}"; do
     echo "== $name: vitlab bench $args (at $(date -u +%T))"
     # shellcheck disable=SC2086
     "$vitlab" bench $args --backend all --against-pytorch --python "$python" \
-        --steps "$steps" --warmup "$warmup" --rounds "$rounds" --format json > "$out/$name.json.tmp"
+        --steps "$steps" --warmup "$warmup" --rounds "$rounds" "${compile[@]}" --format json > "$out/$name.json.tmp"
     mv "$out/$name.json.tmp" "$out/$name.json"
 done
 echo "done: python3 tools/scaling_table.py $out"

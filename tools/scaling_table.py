@@ -5,7 +5,8 @@
 
 One line per row and mode: images/s of flex, LibTorch (tch) and PyTorch eager, each
 vitlab stack's ratio to PyTorch measured in the same invocation, the achieved GFLOP/s
-(analytic count; ViT rows only) and peak memory.
+(analytic count; ViT rows only) and peak memory. Where some row also timed
+torch.compile (COMPILE=1), three more columns: its images/s and the ratios to it.
 """
 from __future__ import annotations
 
@@ -19,14 +20,18 @@ def main(out: Path) -> None:
     if not files:
         sys.exit(f"{out}: no row files (*.json); run tools/scaling.sh {out} first")
     commit = (out / "COMMIT").read_text().strip() if (out / "COMMIT").exists() else "?"
-    print(f"Commit {commit}; img/s, ratio to PyTorch eager in the same invocation, achieved GFLOP/s (ViT rows), peak MiB.\n")
-    print("| row | mode | batch | flex | tch | PyTorch | flex x PT | tch x PT | GFLOP/s flex / tch / PT | MiB flex / tch / PT |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    tables = []
     for f in files:
         try:
-            rows = json.loads(f.read_text())
+            tables.append((f, json.loads(f.read_text())))
         except json.JSONDecodeError as e:
             sys.exit(f"{f}: not the JSON of `vitlab bench --format json` ({e})")
+    compiled = any(r["stack"] == "pytorch-compile" for _, rows in tables for r in rows)
+    extra = " compile | flex x compile | tch x compile |" if compiled else ""
+    print(f"Commit {commit}; img/s, ratio to PyTorch eager in the same invocation, achieved GFLOP/s (ViT rows), peak MiB.\n")
+    print(f"| row | mode | batch | flex | tch | PyTorch | flex x PT | tch x PT | GFLOP/s flex / tch / PT | MiB flex / tch / PT |{extra}")
+    print("|---|---|---|---|---|---|---|---|---|---|" + "---|" * extra.count("|"))
+    for f, rows in tables:
         for mode in ("train", "infer"):
             by = {r["stack"]: r for r in rows if r["mode"] == mode}
             if not by:
@@ -40,7 +45,19 @@ def main(out: Path) -> None:
                 f"{get('flex', 'gflops', '{:.0f}')} / {get('tch', 'gflops', '{:.0f}')} / {get('pytorch', 'gflops', '{:.0f}')} | "
                 f"{get('flex', 'peak_rss_mib', '{:.0f}')} / {get('tch', 'peak_rss_mib', '{:.0f}')} / "
                 f"{get('pytorch', 'peak_rss_mib', '{:.0f}')} |"
+                + (
+                    f" {get('pytorch-compile', 'images_per_s', '{:.3g}')} | {ratio(by, 'flex')} | {ratio(by, 'tch')} |"
+                    if compiled
+                    else ""
+                )
             )
+
+
+def ratio(by: dict, stack: str) -> str:
+    """`stack`'s images/s over torch.compile's in the same invocation, or "-"."""
+    if stack not in by or "pytorch-compile" not in by:
+        return "-"
+    return f"{by[stack]['images_per_s'] / by['pytorch-compile']['images_per_s']:.2f}"
 
 
 if __name__ == "__main__":
