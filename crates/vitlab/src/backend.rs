@@ -119,30 +119,30 @@ impl FromStr for Backend {
     }
 }
 
+/// vitlab's mmap threshold: buffers up to 256 MiB stay on the heap.
+const HEAP_UP_TO: i32 = 256 << 20;
+/// glibc's own ceiling for its dynamic threshold, used while [`mapped_above_32_mib`] lives.
+const MAPPED_ABOVE: i32 = 32 << 20;
+/// Whether [`tune_allocator`] set the thresholds (so that vitlab may change them again).
+static TUNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Keep large tensor buffers on the heap between training steps (glibc only).
 ///
 /// glibc serves every allocation above its mmap threshold (dynamic, at most
-/// 32 MiB) with a fresh `mmap` and returns it with `munmap`, so a training step
-/// that allocates and frees the same activation-sized buffers pays for
-/// page faults and zeroing of new pages every time: 11.5 % of a LibTorch
-/// ViT-Tiny/4 step's CPU samples against 5 % for PyTorch (docs/PERFORMANCE.md).
-/// Raising the threshold to 256 MiB and the trim threshold to 1 GiB (freed
-/// memory stays in the heap for the next step) made that step 11 % faster; its
-/// peak RSS rose by about a third, to PyTorch's (docs/PERFORMANCE.md). Trimming
-/// is now off altogether (-1): a flex ViT-Tiny/4 step at batch 128 frees more
-/// than 1 GiB at the heap's top, which the 1 GiB threshold still handed back to
-/// the kernel every step (6.2 million minor page faults and 11 s of system time
-/// in a 4-step bench, against 0.7 million and 1.9 s without trimming).
-/// The mmap threshold is now 32 MiB, glibc's own ceiling for its dynamic one:
-/// at 256 MiB the LibTorch FID network's 140-280 MB activations (batch 50 at
-/// 299 px) stayed in the heap and fragmented it, a peak of 1,745-1,815 MiB
-/// against pytorch-fid's 1,569; at 32 MiB 1,501 (1,415 with glibc's defaults).
-/// ViT-Tiny/4 training at batch 128 allocates nothing that large (the same page
-/// faults on both backends); flex ViT-Small/4 pays about a million more faults in
-/// a 3-step bench (its median step 5 % slower, its fastest the same) and peaks
-/// 100 MiB lower.
+/// 32 MiB) with a fresh `mmap` and returns it with `munmap`, so a step that
+/// allocates and frees the same activation-sized buffers pays for page faults
+/// and the zeroing of new pages every time: 11.5 % of a LibTorch ViT-Tiny/4
+/// training step's CPU samples against 5 % for PyTorch, and at 32 MiB flex's
+/// ViT-Tiny/4 inference at batch 256 (51 MB MLP activations) ran 30 % slower, 1.6
+/// million page faults in 5 batches against 0.16 million at 256 MiB
+/// (docs/PERFORMANCE.md). So the threshold is 256 MiB, and trimming is off (-1):
+/// a flex ViT-Tiny/4 step at batch 128 frees more than 1 GiB at the heap's top,
+/// which a 1 GiB trim threshold still handed back to the kernel every step (6.2
+/// million minor page faults and 11 s of system time in a 4-step bench, against
+/// 0.7 million and 1.9 s without trimming). The FID network is the exception, see
+/// [`mapped_above_32_mib`].
 /// Called once by the `vitlab` binary at start-up; does nothing when the user set any `MALLOC_*`
-/// environment variable or `VITLAB_SYSTEM_MALLOC=1`, or on other platforms.
+/// environment variable, `GLIBC_TUNABLES` or `VITLAB_SYSTEM_MALLOC=1`, or on other platforms.
 pub fn tune_allocator() {
     let user_set = std::env::vars_os().any(|(k, _)| {
         let k = k.to_string_lossy();
@@ -154,9 +154,58 @@ pub fn tune_allocator() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes allocator parameters; called before any threads start.
     unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, HEAP_UP_TO);
         libc::mallopt(libc::M_TRIM_THRESHOLD, -1);
+        TUNED.store(true, std::sync::atomic::Ordering::Relaxed);
     }
+}
+
+/// While the returned guard lives, buffers above 32 MiB are mapped (and unmapped
+/// when freed) instead of kept on the heap; where [`tune_allocator`] did not run,
+/// nothing changes. For the FID network: InceptionV3's activations at 299 px
+/// (140-280 MB at batch 50) come in many sizes, and on the heap they fragmented it,
+/// a LibTorch peak of 1,745-1,815 MiB against pytorch-fid's 1,569; mapped, 1,501.
+/// Guards may nest and overlap across threads; the heap threshold returns when the
+/// last one is dropped.
+pub fn mapped_above_32_mib() -> MappedAbove {
+    guards(1);
+    MappedAbove(())
+}
+
+/// Counts the live guards; the first sets the 32 MiB threshold, the last drop resets it.
+fn guards(change: isize) {
+    static LIVE: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
+    let mut live = LIVE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let before = *live;
+    *live = live.saturating_add_signed(change);
+    match (before, *live) {
+        (0, 1) => set_threshold(MAPPED_ABOVE),
+        (1, 0) => set_threshold(HEAP_UP_TO),
+        _ => {}
+    }
+}
+
+/// See [`mapped_above_32_mib`].
+#[must_use = "the threshold returns to 256 MiB when the guard is dropped"]
+pub struct MappedAbove(());
+
+impl Drop for MappedAbove {
+    fn drop(&mut self) {
+        guards(-1);
+    }
+}
+
+fn set_threshold(bytes: i32) {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if TUNED.load(std::sync::atomic::Ordering::Relaxed) {
+        // SAFETY: mallopt takes the main arena's lock and sets a size that malloc
+        // reads on its next large request; it frees and moves nothing.
+        unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, bytes);
+        }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let _ = bytes;
 }
 
 #[cfg(test)]

@@ -291,6 +291,8 @@ impl Extractor {
     }
 
     fn batch_taps(&self, images: &[Img], last: Tap) -> Vec<Vec<f32>> {
+        // InceptionV3's large activations are mapped, not kept on the heap (peak memory).
+        let _mapped = crate::backend::mapped_above_32_mib();
         let s = INPUT_SIZE;
         let per = 3 * s * s;
         let mut input = vec![0f32; images.len() * per];
