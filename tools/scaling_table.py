@@ -46,18 +46,12 @@ def main(out: Path) -> None:
                 f"{get('flex', 'peak_rss_mib', '{:.0f}')} / {get('tch', 'peak_rss_mib', '{:.0f}')} / "
                 f"{get('pytorch', 'peak_rss_mib', '{:.0f}')} |"
                 + (
-                    f" {get('pytorch-compile', 'images_per_s', '{:.3g}')} | {ratio(by, 'flex')} | {ratio(by, 'tch')} |"
+                    f" {get('pytorch-compile', 'images_per_s', '{:.3g}')} | {get('flex', 'vs_pytorch_compile', '{:.2f}')} | "
+                    f"{get('tch', 'vs_pytorch_compile', '{:.2f}')} |"
                     if compiled
                     else ""
                 )
             )
-
-
-def ratio(by: dict, stack: str) -> str:
-    """`stack`'s images/s over torch.compile's in the same invocation, or "-"."""
-    if stack not in by or "pytorch-compile" not in by:
-        return "-"
-    return f"{by[stack]['images_per_s'] / by['pytorch-compile']['images_per_s']:.2f}"
 
 
 if __name__ == "__main__":

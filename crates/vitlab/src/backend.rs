@@ -143,13 +143,14 @@ static TUNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new
 /// [`mapped_above_32_mib`].
 /// Called once by the `vitlab` binary at start-up; does nothing when the user set any `MALLOC_*`
 /// environment variable, `GLIBC_TUNABLES` or `VITLAB_SYSTEM_MALLOC=1`, or on other platforms.
-pub fn tune_allocator() {
+/// Returns whether it set the thresholds.
+pub fn tune_allocator() -> bool {
     let user_set = std::env::vars_os().any(|(k, _)| {
         let k = k.to_string_lossy();
         k.starts_with("MALLOC_") || k == "GLIBC_TUNABLES" || k == "VITLAB_SYSTEM_MALLOC"
     });
     if user_set {
-        return;
+        return false;
     }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes allocator parameters; called before any threads start.
@@ -158,6 +159,7 @@ pub fn tune_allocator() {
         libc::mallopt(libc::M_TRIM_THRESHOLD, -1);
         TUNED.store(true, std::sync::atomic::Ordering::Relaxed);
     }
+    TUNED.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// While the returned guard lives, buffers above 32 MiB are mapped (and unmapped

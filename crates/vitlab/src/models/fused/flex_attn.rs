@@ -314,9 +314,6 @@ mod tests {
         }
     }
 
-    /// A NaN in a query makes its output row NaN and a −∞ score gets weight 0 (below 1e-37), as
-    /// PyTorch's softmax does, leaving the other rows alone; the backward of a NaN row
-    /// is NaN too.
     /// burn-flex's `flip` is a view with negative strides: such operands (a model
     /// that reverses its tokens, say) go through the kernel on copies, with the same
     /// results as the decomposition over the same views.
@@ -345,6 +342,9 @@ mod tests {
         assert!(values(&flipped[0]) != values(&grads_direct[0]), "the output's flip is not ignored");
     }
 
+    /// A NaN in a query makes its output row NaN and a −∞ score gets weight 0 (below 1e-37), as
+    /// PyTorch's softmax does, leaving the other rows alone; the backward of a NaN row
+    /// is NaN too.
     #[test]
     fn a_nan_logit_poisons_its_row_only() {
         let mut rng = crate::util::Rng::new(3);
