@@ -151,18 +151,30 @@ fn a_rank_that_stops_answering_is_named_within_the_timeout() {
 
 /// A CycleGAN on 2 ranks of 2 images against one process of 4: the same four
 /// networks, optimiser states and history pools (pool size 3, so that the pools
-/// replace images at random from the second step), the same logged losses.
-/// With SGD and momentum, not the usual Adam: the convolution biases right
-/// before an InstanceNorm have a zero gradient in exact arithmetic, rounding
-/// noise in practice, and Adam turns that noise into full learning-rate steps
-/// of random sign, which then move the other gradients by several per cent
+/// replace images at random from the first step's fourth image on), the same
+/// logged losses. With SGD and momentum, not the usual Adam: the convolution
+/// biases right before an InstanceNorm have a zero gradient in exact arithmetic,
+/// rounding noise in practice, and Adam turns that noise into full learning-rate
+/// steps of random sign, which then move the other gradients by several per cent
 /// (measured: Adam moments 5 % apart after 3 steps, the same for one process
-/// against itself with sums in another order); SGD keeps the noise noise, and
-/// a wrong gradient scale cannot hide behind Adam's normalisation.
+/// against itself with sums in another order); SGD keeps the noise noise, and a
+/// wrong gradient scale cannot hide behind Adam's normalisation.
+///
+/// Two runs. One step (4 training images): both sides compute the same forward
+/// values (a rank's rows as in the whole batch) and differ only in the order of
+/// the gradient sums, so everything agrees within 1e-4 of its scale, which a
+/// gradient share off by a per cent already breaks. Three steps (12 images): the
+/// weights after the first step differ by rounding, and a ReLU or LeakyReLU input
+/// that lies within rounding of zero can then fall on the other side of it. That
+/// position's contribution to its layer's gradient switches on or off, a jump,
+/// not noise: over 12 seeds per backend on an Intel Xeon, 4 of 24 three-step runs
+/// ended with a momentum buffer 1.9e-3 to 3.4e-3 of its scale apart (the other 20
+/// within 2.2e-5), and an AMD EPYC's rounding tipped this config's own seed into
+/// 1.3e-3 (flex) and 1.4e-2 (LibTorch). So after three steps the momentum buffers
+/// are held to 5e-2 and the weights, which move by the learning rate (0.01) times
+/// them, the pools and the losses to 1e-3: rows, pools or momentum out of step
+/// between the ranks at a later step give differences of order 1.
 #[test]
-#[ignore = "open (issue #21 follow-up): on an AMD EPYC (Zen 4) machine, at 002da19 and after, 2 ranks end 1.31e-3 \
-            away from 1 process in optim_g_b.m.refiner.in2.conv.weight (8e-6 when written; it passed on the Intel \
-            machines of sessions 23-25), the same with 1 or 3 rayon threads; run it with --ignored"]
 fn two_ranks_train_the_cyclegan_one_process_trains() {
     two_ranks_train_a_cyclegan(&[]);
 }
@@ -174,8 +186,15 @@ fn two_ranks_train_the_cyclegan_one_process_trains_on_libtorch() {
 }
 
 fn two_ranks_train_a_cyclegan(extra: &[&str]) {
+    // (training images, steps, tolerance of the momentum buffers, of everything else)
+    for (images, steps, momentum_tol, tol) in [(4, 1, 1e-4, 1e-4), (12, 3, 5e-2, 1e-3)] {
+        two_ranks_train_a_cyclegan_for(extra, images, steps, momentum_tol, tol);
+    }
+}
+
+fn two_ranks_train_a_cyclegan_for(extra: &[&str], images: usize, steps: usize, momentum_tol: f32, tol: f32) {
     let dir = tempfile::tempdir().unwrap();
-    let data = common::unpaired(dir.path(), 12, 2);
+    let data = common::unpaired(dir.path(), images, 2);
     let c = ExperimentConfig::load(
         None,
         &[
@@ -212,25 +231,33 @@ fn two_ranks_train_a_cyclegan(extra: &[&str]) {
     let single = train_ranks(vec![World::single()], &c, &one).pop().unwrap().unwrap();
     let ranks: Vec<Outcome> =
         train_ranks(LocalGroup::worlds(2, Duration::from_secs(120)), &c, &two).into_iter().map(Result::unwrap).collect();
-    assert_eq!(single.summary().steps, 3);
-    assert_eq!(ranks[0].summary().steps, 3);
+    assert_eq!(single.summary().steps as usize, steps);
+    assert_eq!(ranks[0].summary().steps as usize, steps);
     let everything = |p: &Path| read_safetensors(p).unwrap().0;
     let (a, b) = (everything(&one.latest()), everything(&two.latest()));
     assert!(a.keys().any(|k| k.starts_with("pool_a")), "the checkpoint holds the pools");
+    assert!(a.keys().any(|k| k.starts_with("optim_g_a.m.")), "the checkpoint holds the momentum buffers");
     // Each tensor on its own scale, at least 1 (the momentum buffers reach 12, the pixels 1; the buffers of the biases right before an InstanceNorm hold only rounding noise).
-    let (mut worst, mut which) = (0f32, String::new());
+    // The worst of the optimisers' momentum buffers, and of the rest (weights, pooled images).
+    let mut worst = [(0f32, String::new()), (0f32, String::new())];
     for (k, t) in &a {
         let scale = t.data.iter().fold(1f32, |m, v| m.max(v.abs()));
         let d = t.data.iter().zip(&b[k].data).fold(0f32, |m, (x, y)| m.max((x - y).abs())) / scale;
-        if d > worst {
-            (worst, which) = (d, k.clone());
+        let w = &mut worst[usize::from(!k.starts_with("optim_"))];
+        if d > w.0 {
+            *w = (d, k.clone());
         }
     }
-    eprintln!("CycleGAN, 2 ranks vs 1 process: largest difference of any weight, momentum or pooled pixel {worst:.2e} of its tensor's max |value| ({which})");
-    assert!(worst <= 1e-4, "2 ranks end {worst:e} away from 1 process in {which}");
+    let [(dm, km), (dw, kw)] = worst;
+    eprintln!("CycleGAN, {steps} step(s), 2 ranks vs 1 process, largest difference of its tensor's max |value|: momentum {dm:.2e} ({km}), weights and pooled pixels {dw:.2e} ({kw})");
+    assert!(
+        dm <= momentum_tol,
+        "after {steps} step(s) 2 ranks end {dm:e} away from 1 process in {km} (at most {momentum_tol:e})"
+    );
+    assert!(dw <= tol, "after {steps} step(s) 2 ranks end {dw:e} away from 1 process in {kw} (at most {tol:e})");
     for (x, y) in losses(&one).iter().zip(&losses(&two)) {
-        assert!((x - y).abs() <= 1e-4 * x.abs(), "logged loss {y} (2 ranks) vs {x} (1 process)");
+        assert!((x - y).abs() <= f64::from(tol) * x.abs(), "logged loss {y} (2 ranks) vs {x} (1 process)");
     }
-    assert_eq!(losses(&two).len(), 3, "rank 1 writes no rows of its own");
+    assert_eq!(losses(&two).len(), steps, "rank 1 writes no rows of its own");
     assert!(two.results().exists());
 }
