@@ -1,19 +1,49 @@
-//! flex's [`FusedKernels`]: its GELU kernels (gelu.rs), its attention
-//! (flex_attn.rs: blocks of query rows, the log-sum-exp kept instead of the
-//! softmax) and its convolution (flex_conv.rs: im2col), both with the `gemm`
-//! crate, forward and backward; the rest are the trait's defaults (burn-flex's
-//! primitives).
+//! flex's [`FusedKernels`]: its GELU kernels (gelu.rs), its layer norm
+//! (flex_norm.rs: rows on every core), its linear layer (flex_linear.rs: the bias
+//! in the product's output, `db` in blocks of rows), its attention (flex_attn.rs:
+//! blocks of query rows, the log-sum-exp kept instead of the softmax) and its
+//! convolution (flex_conv.rs: im2col), the products with the `gemm` crate,
+//! forward and backward; each falls back to the trait's default (burn-flex's
+//! primitives) for operands it does not take.
 
 use burn::backend::ops::ModuleOps;
 use burn::backend::Flex;
 use burn_flex::FlexTensor;
 
 use super::{
-    attn_backward, attn_forward, burn_attention, conv_backward, conv_options, flex_attn, flex_conv, gelu, ConvGrads, ConvSaved,
-    FusedKernels,
+    attn_backward, attn_forward, burn_attention, conv_backward, conv_options, flex_attn, flex_conv, flex_linear, flex_norm, gelu,
+    linear, ln_backward, ln_forward, ConvGrads, ConvSaved, FusedKernels, LinearGrads, LnGrads,
 };
 
 impl FusedKernels for Flex {
+    fn ln_forward(x: FlexTensor, gamma: FlexTensor, beta: FlexTensor, eps: f64) -> (FlexTensor, FlexTensor, FlexTensor) {
+        match flex_norm::forward(&x, &gamma, &beta, eps) {
+            Some([y, mean, rstd]) => (y, mean, rstd),
+            None => ln_forward::<Self>(x, gamma, beta, eps),
+        }
+    }
+
+    fn ln_backward(
+        dy: FlexTensor,
+        x: FlexTensor,
+        mean: FlexTensor,
+        rstd: FlexTensor,
+        gamma: FlexTensor,
+        _eps: f64,
+        want_param_grads: bool,
+    ) -> LnGrads<Self> {
+        flex_norm::backward(&dy, &x, &mean, &rstd, &gamma, want_param_grads)
+            .unwrap_or_else(|| ln_backward::<Self>(dy, x, mean, rstd, gamma, want_param_grads))
+    }
+
+    fn linear_forward(x: FlexTensor, w: FlexTensor, b: FlexTensor) -> FlexTensor {
+        flex_linear::forward(&x, &w, &b).unwrap_or_else(|| linear::linear_forward::<Self>(x, w, b))
+    }
+
+    fn linear_backward(dy: FlexTensor, x: FlexTensor, w: FlexTensor, want: [bool; 3]) -> LinearGrads<Self> {
+        flex_linear::backward(&dy, &x, &w, want).unwrap_or_else(|| linear::linear_backward::<Self>(dy, x, w, want))
+    }
+
     fn gelu_kernel(x: FlexTensor) -> FlexTensor {
         gelu::flex_forward(x)
     }

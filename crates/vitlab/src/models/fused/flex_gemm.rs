@@ -124,3 +124,78 @@ pub(super) fn over_groups<S: Send, const N: usize>(
 pub(super) fn dims(t: &FlexTensor) -> Vec<usize> {
     t.layout().shape().iter().copied().collect()
 }
+
+/// A 2-D f32 tensor as a [`matmul`] operand (its elements from the view's offset,
+/// its strides), or `None` for another dtype, rank or a negative stride.
+pub(super) fn mat(t: &FlexTensor) -> Option<Mat<'_>> {
+    let (_, _, rs, cs) = t.layout().as_2d_strides()?;
+    if t.dtype() != burn::tensor::DType::F32 {
+        return None;
+    }
+    let (rs, cs) = (usize::try_from(rs).ok()?, usize::try_from(cs).ok()?);
+    Some(Mat { data: &t.storage::<f32>()[t.layout().start_offset()..], rs, cs })
+}
+
+/// gemm's threads for an `[m, k]·[k, n]` product: every thread of the pool from
+/// burn-flex's threshold (192³ multiply-adds) up, one below it.
+pub(super) fn parallelism([m, n, k]: [usize; 3]) -> Parallelism {
+    match m.saturating_mul(n).saturating_mul(k) >= 192 * 192 * 192 {
+        true => Parallelism::Rayon(0),
+        false => Parallelism::None,
+    }
+}
+
+/// Rows per block of the row-wise kernels (flex_norm.rs, flex_linear.rs): the unit
+/// of work of a thread and of the partial sums over rows, fixed so that those sums
+/// come out the same whatever the number of threads.
+pub(super) const ROW_BLOCK: usize = 64;
+
+/// Adds up per-block partial sums (`partials`: one run of `width` values per block)
+/// in block order.
+pub(super) fn add_blocks(partials: &[f32], width: usize) -> Vec<f32> {
+    let mut total = vec![0f32; width];
+    if width > 0 {
+        for part in partials.chunks_exact(width) {
+            for (t, p) in total.iter_mut().zip(part) {
+                *t += p;
+            }
+        }
+    }
+    total
+}
+
+/// Output rows per band of [`matmul_rows`], at least.
+const MIN_BAND_ROWS: usize = 64;
+
+/// [`matmul`] over every thread of rayon's pool, split by the output's rows: one
+/// contiguous band of rows per thread, each a product on its own thread (on the
+/// threads left over, where the rows make fewer bands than threads), so each
+/// output element is the same sum as in one product. Below burn-flex's threshold
+/// for threads (192³ multiply-adds), one product on the calling thread. On the
+/// products of a ViT-Tiny/4 training step this ran at 1.05-1.4x the GFLOP/s of the
+/// gemm crate's own threading over the whole product (docs/PERFORMANCE.md).
+pub(super) fn matmul_rows([m, n, k]: [usize; 3], dst: Dst, accumulate: bool, lhs: Mat, rhs: Mat) {
+    let threads = rayon::current_num_threads();
+    let bands = threads.min(m / MIN_BAND_ROWS);
+    if bands < 2 || matches!(parallelism([m, n, k]), Parallelism::None) {
+        return matmul([m, n, k], dst, accumulate, lhs, rhs, parallelism([m, n, k]));
+    }
+    let par = if bands < threads { Parallelism::Rayon(threads / bands) } else { Parallelism::None };
+    let per_band = m.div_ceil(bands);
+    let (rs, mut rest) = (dst.rs, dst.data);
+    rayon::scope(|s| {
+        for r0 in (0..m).step_by(per_band) {
+            let rows = per_band.min(m - r0);
+            let band = if r0 + rows < m {
+                let (band, tail) = std::mem::take(&mut rest).split_at_mut(rows * rs);
+                rest = tail;
+                band
+            } else {
+                std::mem::take(&mut rest)
+            };
+            let lhs = Mat { data: &lhs.data[r0 * lhs.rs..], rs: lhs.rs, cs: lhs.cs };
+            let rhs = Mat { data: rhs.data, rs: rhs.rs, cs: rhs.cs };
+            s.spawn(move |_| matmul([rows, n, k], Dst { data: band, rs }, accumulate, lhs, rhs, par));
+        }
+    });
+}

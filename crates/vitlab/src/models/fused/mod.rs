@@ -43,6 +43,8 @@ mod flex;
 mod flex_attn;
 mod flex_conv;
 mod flex_gemm;
+mod flex_linear;
+mod flex_norm;
 mod gelu;
 mod linear;
 
