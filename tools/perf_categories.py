@@ -22,11 +22,11 @@ CATEGORIES = [
     ("convolution outside the matrix kernel (im2col, col2im)", r"flex_conv|im2col|col2im|convolution"),
     ("GELU / erf", r"erf|gelu"),
     ("exp (softmax)", r"\bexpf?\b|__expf|exp_|softmax"),
-    ("layer norm", r"layer_norm|layernorm|LayerNorm"),
+    ("layer norm", r"layer_norm|layernorm|LayerNorm|flex_norm"),
     ("copies and fills (memcpy, memset, tiled copies)", r"memmove|memcpy|memset|copy|fill"),
     ("allocator (malloc, free)", r"malloc|_int_free|cfree|\bfree\b|realloc|_int_malloc|alloc::"),
     ("threads (rayon, OpenMP, futex, spinning)", r"rayon|crossbeam|gomp|kmp|omp_|futex|sched_yield|spin"),
-    ("element-wise and reductions (burn-flex, ATen)", r"binary|unary|burn_flex|reduce|sum|at::native|vectorized|Vectorized|add_kernel|mul_kernel"),
+    ("element-wise and reductions (burn-flex, ATen)", r"flex_linear|binary|unary|burn_flex|reduce|sum|at::native|vectorized|Vectorized|add_kernel|mul_kernel"),
     ("Python interpreter", r"python|_PyEval|Py[A-Z]"),
 ]
 

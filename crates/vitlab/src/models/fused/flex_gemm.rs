@@ -199,3 +199,37 @@ pub(super) fn matmul_rows([m, n, k]: [usize; 3], dst: Dst, accumulate: bool, lhs
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Split into bands of rows, on 1, 2, 3 or 5 threads, a product gives the same
+    /// bits as one product on one thread (each element is one sum over the shared
+    /// dimension), also for a transposed operand and onto an accumulated output.
+    #[test]
+    fn bands_of_rows_give_the_product_of_one_thread() {
+        let mut rng = crate::util::Rng::new(8);
+        for [m, n, k] in [[1000, 200, 192], [333, 70, 400], [200, 576, 200]] {
+            let a: Vec<f32> = (0..m * k).map(|_| rng.uniform() - 0.5).collect();
+            let b: Vec<f32> = (0..k * n).map(|_| rng.uniform() - 0.5).collect();
+            let start: Vec<f32> = (0..m * n).map(|_| rng.uniform()).collect();
+            for transposed in [false, true] {
+                let lhs = || match transposed {
+                    false => Mat { data: &a, rs: k, cs: 1 },
+                    true => Mat { data: &a, rs: 1, cs: m },
+                };
+                let mut one = start.clone();
+                matmul([m, n, k], Dst::rows(&mut one, n), true, lhs(), Mat { data: &b, rs: n, cs: 1 }, Parallelism::None);
+                for threads in [1, 2, 3, 5] {
+                    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("a thread pool");
+                    let mut banded = start.clone();
+                    pool.install(|| {
+                        matmul_rows([m, n, k], Dst::rows(&mut banded, n), true, lhs(), Mat { data: &b, rs: n, cs: 1 })
+                    });
+                    assert!(banded == one, "[{m}, {k}]·[{k}, {n}], lhs transposed {transposed}, {threads} threads");
+                }
+            }
+        }
+    }
+}
