@@ -258,24 +258,8 @@ mod tests {
     use burn::tensor::TensorData;
 
     use super::*;
+    use crate::models::fused::flex_gemm::test_util::{assert_close, random, values};
     use crate::models::fused::{attn_backward, attn_forward};
-
-    fn random(shape: [usize; 4], rng: &mut crate::util::Rng, amp: f32) -> FlexTensor {
-        let values: Vec<f32> = (0..shape.iter().product::<usize>()).map(|_| (rng.uniform() - 0.5) * amp).collect();
-        FlexTensor::from_data(TensorData::new(values, shape.to_vec()))
-    }
-
-    fn values(t: &FlexTensor) -> Vec<f32> {
-        t.to_contiguous().as_slice::<f32>().expect("contiguous f32").to_vec()
-    }
-
-    fn assert_close(what: &str, got: &FlexTensor, want: &FlexTensor) {
-        assert_eq!(dims(got), dims(want), "{what}: shape");
-        let (g, w) = (values(got), values(want));
-        let scale = w.iter().fold(0f32, |a, v| a.max(v.abs())).max(1e-6);
-        let worst = g.iter().zip(&w).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
-        assert!(worst <= 2e-6 * scale.max(1.0), "{what}: largest difference {worst:e} (values up to {scale})");
-    }
 
     /// Outputs and gradients equal burn's decomposition (softmax kept) within 2e-6 of
     /// the largest value, on three threads (batch entries split into groups, each
@@ -293,10 +277,10 @@ mod tests {
         for (b, h, tq, tk, d, dv) in cases {
             assert!(tq < 600 || block_rows(tq, tk) < tq, "the 600-token case spans several blocks");
             // Token rows [B, T, H, ·] viewed as [B, H, T, ·], as the model's q, k, v, dO.
-            let q = random([b, tq, h, d + 3], &mut rng, 4.0).narrow(3, 2, d).transpose(1, 2);
-            let k = random([b, tk, h, d], &mut rng, 4.0).transpose(1, 2);
-            let v = random([b, tk, h, dv], &mut rng, 2.0).transpose(1, 2);
-            let d_out = random([b, tq, h, dv], &mut rng, 2.0).transpose(1, 2);
+            let q = random(&[b, tq, h, d + 3], &mut rng, 0.0, 4.0).narrow(3, 2, d).transpose(1, 2);
+            let k = random(&[b, tk, h, d], &mut rng, 0.0, 4.0).transpose(1, 2);
+            let v = random(&[b, tk, h, dv], &mut rng, 0.0, 2.0).transpose(1, 2);
+            let d_out = random(&[b, tq, h, dv], &mut rng, 0.0, 2.0).transpose(1, 2);
             assert!(q.layout().start_offset() > 0);
             let scale = 1.0 / (d as f64).sqrt();
             let ((out, lse), grads) = pool.install(|| {
@@ -305,11 +289,11 @@ mod tests {
                 ((out, lse), grads)
             });
             let (want_out, p) = attn_forward::<Flex>(q.clone(), k.clone(), v.clone(), scale);
-            assert_close("O", &out, &want_out);
+            assert_close("O", &out, &want_out, 2e-6);
             assert_eq!(dims(&lse), [b, h, tq]);
             let want = attn_backward::<Flex>(d_out, [q, k, v], want_out, p, scale);
             for (name, (g, w)) in ["dQ", "dK", "dV"].iter().zip(grads.iter().zip(&want)) {
-                assert_close(name, g, w);
+                assert_close(name, g, w, 2e-6);
             }
         }
     }
@@ -322,20 +306,20 @@ mod tests {
         use burn_flex::ops::flip::flip;
         let mut rng = crate::util::Rng::new(5);
         let (b, h, t, d) = (2, 2, 9, 8);
-        let q = flip(random([b, h, t, d], &mut rng, 4.0), &[2]);
-        let k = flip(random([b, h, t, d], &mut rng, 4.0), &[2, 3]);
-        let v = random([b, h, t, d], &mut rng, 2.0);
-        let d_out = flip(random([b, h, t, d], &mut rng, 2.0), &[2]);
+        let q = flip(random(&[b, h, t, d], &mut rng, 0.0, 4.0), &[2]);
+        let k = flip(random(&[b, h, t, d], &mut rng, 0.0, 4.0), &[2, 3]);
+        let v = random(&[b, h, t, d], &mut rng, 0.0, 2.0);
+        let d_out = flip(random(&[b, h, t, d], &mut rng, 0.0, 2.0), &[2]);
         assert!(q.layout().strides().iter().any(|&s| s < 0), "flip gives negative strides");
         let scale = 0.3;
         let (out, lse) = forward(&q, &k, &v, scale).expect("flipped f32 operands are taken");
         let grads = backward(&d_out, [&q, &k, &v], &flip(out.clone(), &[2]), &lse, scale);
         let grads_direct = backward(&d_out, [&q, &k, &v], &out, &lse, scale).expect("flipped f32 operands are taken");
         let (want_out, p) = attn_forward::<Flex>(q.clone(), k.clone(), v.clone(), scale);
-        assert_close("O", &out, &want_out);
+        assert_close("O", &out, &want_out, 2e-6);
         let want = attn_backward::<Flex>(d_out, [q, k, v], want_out, p, scale);
         for (name, (g, w)) in ["dQ", "dK", "dV"].iter().zip(grads_direct.iter().zip(&want)) {
-            assert_close(name, g, w);
+            assert_close(name, g, w, 2e-6);
         }
         // A flipped output is read as the flipped values it holds: D = rowsum(dO ⊙ O) changes.
         let flipped = grads.expect("a flipped output is taken");
@@ -348,15 +332,15 @@ mod tests {
     #[test]
     fn a_nan_logit_poisons_its_row_only() {
         let mut rng = crate::util::Rng::new(3);
-        let mut qv = values(&random([1, 1, 4, 8], &mut rng, 2.0));
+        let mut qv = values(&random(&[1, 1, 4, 8], &mut rng, 0.0, 2.0));
         qv[8] = f32::NAN; // row 1
         let q = FlexTensor::from_data(TensorData::new(qv, vec![1, 1, 4, 8]));
-        let (k, v) = (random([1, 1, 6, 8], &mut rng, 2.0), random([1, 1, 6, 8], &mut rng, 2.0));
+        let (k, v) = (random(&[1, 1, 6, 8], &mut rng, 0.0, 2.0), random(&[1, 1, 6, 8], &mut rng, 0.0, 2.0));
         let (out, lse) = forward(&q, &k, &v, 0.5).unwrap();
         let (o, l) = (values(&out), values(&lse));
         assert!(o[8..16].iter().all(|x| x.is_nan()) && l[1].is_nan());
         assert!(o[..8].iter().chain(&o[16..]).all(|x| x.is_finite()) && l[0].is_finite() && l[2].is_finite());
-        let d_out = random([1, 1, 4, 8], &mut rng, 1.0);
+        let d_out = random(&[1, 1, 4, 8], &mut rng, 0.0, 1.0);
         let [dq, ..] = backward(&d_out, [&q, &k, &v], &out, &lse, 0.5).unwrap();
         assert!(values(&dq)[8..16].iter().all(|x| x.is_nan()));
 

@@ -200,6 +200,36 @@ pub(super) fn matmul_rows([m, n, k]: [usize; 3], dst: Dst, accumulate: bool, lhs
     });
 }
 
+/// What the flex kernels' unit tests share: random tensors and a comparison.
+#[cfg(test)]
+pub(super) mod test_util {
+    use burn::tensor::TensorData;
+    use burn_flex::FlexTensor;
+
+    use super::dims;
+
+    /// A contiguous tensor of `offset + (u − 0.5)·amp` with `u` uniform in [0, 1).
+    pub fn random(shape: &[usize], rng: &mut crate::util::Rng, offset: f32, amp: f32) -> FlexTensor {
+        let values: Vec<f32> = (0..shape.iter().product::<usize>()).map(|_| offset + (rng.uniform() - 0.5) * amp).collect();
+        FlexTensor::from_data(TensorData::new(values, shape.to_vec()))
+    }
+
+    /// The elements in row-major order.
+    pub fn values(t: &FlexTensor) -> Vec<f32> {
+        t.to_contiguous().as_slice::<f32>().expect("contiguous f32").to_vec()
+    }
+
+    /// Same shape, and every element within `tol` times the largest magnitude of
+    /// `want` (at least 1).
+    pub fn assert_close(what: &str, got: &FlexTensor, want: &FlexTensor, tol: f32) {
+        assert_eq!(dims(got), dims(want), "{what}: shape");
+        let (g, w) = (values(got), values(want));
+        let scale = w.iter().fold(0f32, |a, v| a.max(v.abs())).max(1.0);
+        let worst = g.iter().zip(&w).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        assert!(worst <= tol * scale, "{what}: largest difference {worst:e} (values up to {scale})");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

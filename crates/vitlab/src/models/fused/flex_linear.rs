@@ -94,24 +94,8 @@ mod tests {
     use burn::backend::Flex;
 
     use super::*;
+    use crate::models::fused::flex_gemm::test_util::{assert_close, random, values};
     use crate::models::fused::linear::{linear_backward, linear_forward};
-
-    fn random(shape: [usize; 2], rng: &mut crate::util::Rng) -> FlexTensor {
-        let values: Vec<f32> = (0..shape[0] * shape[1]).map(|_| rng.uniform() - 0.5).collect();
-        FlexTensor::from_data(TensorData::new(values, shape.to_vec()))
-    }
-
-    fn values(t: &FlexTensor) -> Vec<f32> {
-        t.to_contiguous().as_slice::<f32>().expect("contiguous f32").to_vec()
-    }
-
-    fn assert_close(what: &str, got: &FlexTensor, want: &FlexTensor) {
-        assert_eq!(dims(got), dims(want), "{what}: shape");
-        let (g, w) = (values(got), values(want));
-        let scale = w.iter().fold(0f32, |a, v| a.max(v.abs())).max(1.0);
-        let worst = g.iter().zip(&w).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
-        assert!(worst <= 1e-5 * scale, "{what}: largest difference {worst:e} (values up to {scale})");
-    }
 
     /// Output and gradients equal the default's (burn-flex's matmul, add and
     /// sum) within 1e-5 of the largest value, on three threads: row counts in
@@ -124,18 +108,26 @@ mod tests {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().expect("a thread pool");
         let mut rng = crate::util::Rng::new(3);
         for (n, d, e, transposed) in [(7, 5, 3, false), (201, 37, 19, false), (640, 192, 576, false), (130, 24, 40, true)] {
-            let x = if transposed { random([d, n], &mut rng).transpose(0, 1) } else { random([n, d], &mut rng) };
-            let w = if transposed { random([e, d], &mut rng).transpose(0, 1) } else { random([d, e], &mut rng) };
-            let (b, dy) = (FlexTensor::from_data(TensorData::new(vec![0.25f32; e], [e])), random([n, e], &mut rng));
+            let x = if transposed {
+                random(&[d, n], &mut rng, 0.0, 1.0).transpose(0, 1)
+            } else {
+                random(&[n, d], &mut rng, 0.0, 1.0)
+            };
+            let w = if transposed {
+                random(&[e, d], &mut rng, 0.0, 1.0).transpose(0, 1)
+            } else {
+                random(&[d, e], &mut rng, 0.0, 1.0)
+            };
+            let (b, dy) = (FlexTensor::from_data(TensorData::new(vec![0.25f32; e], [e])), random(&[n, e], &mut rng, 0.0, 1.0));
             let (y, grads) = pool.install(|| {
                 let y = forward(&x, &w, &b).expect("f32 operands");
                 (y, backward(&dy, &x, &w, [true; 3]).expect("f32 operands"))
             });
-            assert_close("y", &y, &linear_forward::<Flex>(x.clone(), w.clone(), b));
+            assert_close("y", &y, &linear_forward::<Flex>(x.clone(), w.clone(), b), 1e-5);
             let want = linear_backward::<Flex>(dy.clone(), x.clone(), w.clone(), [true; 3]);
             for (i, name) in ["dx", "dW", "db"].iter().enumerate() {
                 let (got, expected) = (grads[i].as_ref().expect("asked for"), want[i].as_ref().expect("asked for"));
-                assert_close(name, got, expected);
+                assert_close(name, got, expected, 1e-5);
                 let mut only = [false; 3];
                 only[i] = true;
                 let alone = pool.install(|| backward(&dy, &x, &w, only).expect("f32 operands"));
@@ -149,7 +141,7 @@ mod tests {
     #[test]
     fn the_bias_gradient_does_not_depend_on_the_thread_count() {
         let mut rng = crate::util::Rng::new(4);
-        let dy = random([1000, 33], &mut rng);
+        let dy = random(&[1000, 33], &mut rng, 0.0, 1.0);
         let run = |threads: usize| {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("a thread pool");
             pool.install(|| column_sums(dy.as_slice::<f32>().expect("contiguous"), 33))

@@ -142,27 +142,10 @@ mod kernels {
 #[cfg(test)]
 mod tests {
     use burn::backend::Flex;
-    use burn::tensor::TensorData;
 
     use super::*;
+    use crate::models::fused::flex_gemm::test_util::{assert_close, random, values};
     use crate::models::fused::{ln_backward, ln_forward};
-
-    fn random(shape: &[usize], rng: &mut crate::util::Rng, offset: f32, amp: f32) -> FlexTensor {
-        let values: Vec<f32> = (0..shape.iter().product::<usize>()).map(|_| offset + (rng.uniform() - 0.5) * amp).collect();
-        FlexTensor::from_data(TensorData::new(values, shape.to_vec()))
-    }
-
-    fn values(t: &FlexTensor) -> Vec<f32> {
-        t.to_contiguous().as_slice::<f32>().expect("contiguous f32").to_vec()
-    }
-
-    fn assert_close(what: &str, got: &FlexTensor, want: &FlexTensor, tol: f32) {
-        assert_eq!(dims(got), dims(want), "{what}: shape");
-        let (g, w) = (values(got), values(want));
-        let scale = w.iter().fold(0f32, |a, v| a.max(v.abs())).max(1.0);
-        let worst = g.iter().zip(&w).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
-        assert!(worst <= tol * scale, "{what}: largest difference {worst:e} (values up to {scale})");
-    }
 
     /// Outputs, statistics and gradients equal the default's (burn-flex's
     /// primitives, the same formulas) within 1e-5 of the largest value, on three
