@@ -51,11 +51,6 @@ impl<'a> View<'a> {
     }
 }
 
-/// The transpose of a matrix.
-fn t(m: Mat) -> Mat {
-    Mat { data: m.data, rs: m.cs, cs: m.rs }
-}
-
 /// A `[B, H, T, d]` tensor stored as `[B, T, H, d]` (token rows): entry `b` is
 /// `T·H·d` contiguous values, row `r` of head `h` starts at `(r·H + h)·d`.
 fn token_rows([b, h, t, d]: [usize; 4]) -> FlexTensor {
@@ -116,7 +111,7 @@ pub(super) fn forward(q: &FlexTensor, k: &FlexTensor, v: &FlexTensor, scale: f64
                 for r in (0..tq).step_by(bq) {
                     let rows = bq.min(tq - r);
                     let s = &mut s[..rows * tk];
-                    matmul([rows, tk, d], Dst::rows(s, tk), false, qv.at(bi, hi, r), t(kv.at(bi, hi, 0)), par);
+                    matmul([rows, tk, d], Dst::rows(s, tk), false, qv.at(bi, hi, r), kv.at(bi, hi, 0).t(), par);
                     let l = &mut ls[(n * h + hi) * tq + r..][..rows];
                     for (row, l) in s.chunks_exact_mut(tk).zip(l) {
                         kernels::softmax(row, scale, l);
@@ -159,21 +154,21 @@ pub(super) fn backward(
                 for r in (0..tq).step_by(bq) {
                     let rows = bq.min(tq - r);
                     let (p, dp) = (&mut p[..rows * tk], &mut dp[..rows * tk]);
-                    matmul([rows, tk, d], Dst::rows(p, tk), false, qv.at(bi, hi, r), t(kv.at(bi, hi, 0)), par);
+                    matmul([rows, tk, d], Dst::rows(p, tk), false, qv.at(bi, hi, r), kv.at(bi, hi, 0).t(), par);
                     for (row, &l) in p.chunks_exact_mut(tk).zip(&ls[(bi * h + hi) * tq + r..][..rows]) {
                         kernels::probabilities(row, scale, l);
                     }
                     let first = r == 0;
                     let dvo = Dst { data: &mut dvs[n * tk * h * dv + hi * dv..], rs: h * dv };
-                    matmul([tk, dv, rows], dvo, !first, t(Mat { data: p, rs: tk, cs: 1 }), dov.at(bi, hi, r), par);
-                    matmul([rows, tk, dv], Dst::rows(dp, tk), false, dov.at(bi, hi, r), t(vv.at(bi, hi, 0)), par);
+                    matmul([tk, dv, rows], dvo, !first, Mat { data: p, rs: tk, cs: 1 }.t(), dov.at(bi, hi, r), par);
+                    matmul([rows, tk, dv], Dst::rows(dp, tk), false, dov.at(bi, hi, r), vv.at(bi, hi, 0).t(), par);
                     for ((g, pr), &dd) in dp.chunks_exact_mut(tk).zip(p.chunks_exact(tk)).zip(&dd[r..r + rows]) {
                         kernels::score_grad(g, pr, dd, scale);
                     }
                     let dqo = Dst { data: &mut dqs[(n * tq + r) * h * d + hi * d..], rs: h * d };
                     matmul([rows, d, tk], dqo, false, Mat { data: dp, rs: tk, cs: 1 }, kv.at(bi, hi, 0), par);
                     let dko = Dst { data: &mut dks[n * tk * h * d + hi * d..], rs: h * d };
-                    matmul([tk, d, rows], dko, !first, t(Mat { data: dp, rs: tk, cs: 1 }), qv.at(bi, hi, r), par);
+                    matmul([tk, d, rows], dko, !first, Mat { data: dp, rs: tk, cs: 1 }.t(), qv.at(bi, hi, r), par);
                 }
             }
         }

@@ -16,6 +16,13 @@ pub(super) struct Mat<'a> {
     pub cs: usize,
 }
 
+impl<'a> Mat<'a> {
+    /// The transpose (the strides swapped).
+    pub fn t(self) -> Mat<'a> {
+        Mat { data: self.data, rs: self.cs, cs: self.rs }
+    }
+}
+
 /// The destination of [`matmul`]: `[m, n]` with row stride `rs` and unit column stride.
 pub(super) struct Dst<'a> {
     pub data: &'a mut [f32],
@@ -177,8 +184,9 @@ const MIN_BAND_ROWS: usize = 64;
 pub(super) fn matmul_rows([m, n, k]: [usize; 3], dst: Dst, accumulate: bool, lhs: Mat, rhs: Mat) {
     let threads = rayon::current_num_threads();
     let bands = threads.min(m / MIN_BAND_ROWS);
-    if bands < 2 || matches!(parallelism([m, n, k]), Parallelism::None) {
-        return matmul([m, n, k], dst, accumulate, lhs, rhs, parallelism([m, n, k]));
+    let whole = parallelism([m, n, k]);
+    if bands < 2 || matches!(whole, Parallelism::None) {
+        return matmul([m, n, k], dst, accumulate, lhs, rhs, whole);
     }
     let par = if bands < threads { Parallelism::Rayon(threads / bands) } else { Parallelism::None };
     let per_band = m.div_ceil(bands);

@@ -57,8 +57,8 @@ pub(super) fn backward(
         matmul_rows([m, cols, k], Dst::rows(out.storage_mut::<f32>(), cols), false, lhs, rhs);
         out
     };
-    let dx = want_x.then(|| product([n, d, e], g(), Mat { data: wm.data, rs: wm.cs, cs: wm.rs }));
-    let dw = want_w.then(|| product([d, e, n], Mat { data: xm.data, rs: xm.cs, cs: xm.rs }, g()));
+    let dx = want_x.then(|| product([n, d, e], g(), wm.t()));
+    let dw = want_w.then(|| product([d, e, n], xm.t(), g()));
     let db = want_b.then(|| FlexTensor::from_data(TensorData::new(column_sums(gs, e), [e])));
     Some([dx, dw, db])
 }
