@@ -22,7 +22,7 @@ use std::borrow::Cow;
 use burn::tensor::{DType, Shape};
 use burn_flex::{FlexTensor, Layout};
 
-use super::flex_gemm::{dims, matmul, over_groups, Dst, Mat};
+use super::flex_gemm::{dims, matmul, over_groups, zeros_f32, Dst, Mat};
 use super::gelu::kernels::{dispatch, exp_nonpositive};
 
 /// A `[B, H, T, d]` f32 tensor's elements and strides.
@@ -55,7 +55,7 @@ impl<'a> View<'a> {
 /// `T·H·d` contiguous values, row `r` of head `h` starts at `(r·H + h)·d`.
 fn token_rows([b, h, t, d]: [usize; 4]) -> FlexTensor {
     let strides = vec![(t * h * d) as isize, d as isize, (h * d) as isize, 1];
-    FlexTensor::empty(Shape::new([b, t, h, d]), DType::F32).with_layout(Layout::new(Shape::new([b, h, t, d]), strides, 0))
+    zeros_f32([b, t, h, d]).with_layout(Layout::new(Shape::new([b, h, t, d]), strides, 0))
 }
 
 /// Query rows per block: a `rows × T` block of scores of at most 128 Ki values
@@ -101,7 +101,7 @@ pub(super) fn forward(q: &FlexTensor, k: &FlexTensor, v: &FlexTensor, scale: f64
     let (q, k, v) = (unflipped(q), unflipped(k), unflipped(v));
     let (qv, kv, vv) = (View::of(&q, [b, h, tq, d])?, View::of(&k, [b, h, tk, d])?, View::of(&v, [b, h, tk, dv])?);
     let mut out = token_rows([b, h, tq, dv]);
-    let mut lse = FlexTensor::empty(Shape::new([b, h, tq]), DType::F32);
+    let mut lse = zeros_f32([b, h, tq]);
     let bq = block_rows(tq, tk);
     let scale = scale as f32;
     over_groups(b, [out.storage_mut::<f32>(), lse.storage_mut::<f32>()], [tq * h * dv, h * tq], |items, [os, ls], par| {

@@ -16,10 +16,10 @@
 
 use std::ops::Range;
 
-use burn::tensor::{DType, Shape};
+use burn::tensor::Shape;
 use burn_flex::FlexTensor;
 
-use super::flex_gemm::{dims, matmul, over_groups, Dst, Mat};
+use super::flex_gemm::{dims, matmul, over_groups, zeros_f32, Dst, Mat};
 use super::gelu::contiguous_f32;
 
 /// The shapes of one convolution.
@@ -145,7 +145,7 @@ pub(super) fn forward(
         return None;
     }
     let (k, p, image) = (g.k(), g.p(), g.c * g.h * g.w);
-    let mut y = FlexTensor::empty(Shape::new([g.b, g.o, g.ho, g.wo]), DType::F32);
+    let mut y = zeros_f32([g.b, g.o, g.ho, g.wo]);
     over_groups(g.b, [y.storage_mut::<f32>()], [g.o * p], |images, [ys], par| {
         let mut cols = if g.pointwise() { Vec::new() } else { vec![0f32; k * p] };
         for (n, bi) in images.enumerate() {
@@ -175,7 +175,7 @@ pub(super) fn backward(
         return None;
     }
     let (k, p, image) = (g.k(), g.p(), g.c * g.h * g.w);
-    let mut dx = want[0].then(|| FlexTensor::zeros(Shape::new([g.b, g.c, g.h, g.w]), DType::F32));
+    let mut dx = want[0].then(|| zeros_f32([g.b, g.c, g.h, g.w]));
     let (dx_out, per_image): (&mut [f32], usize) = match &mut dx {
         Some(t) => (t.storage_mut::<f32>(), image),
         None => (&mut [], 0),
@@ -218,7 +218,7 @@ pub(super) fn backward(
         (dw, db)
     });
     let sum = |parts: Vec<&Vec<f32>>, shape: Shape| {
-        let mut t = FlexTensor::zeros(shape, DType::F32);
+        let mut t = zeros_f32(shape);
         let out = t.storage_mut::<f32>();
         for part in parts {
             for (o, v) in out.iter_mut().zip(part) {

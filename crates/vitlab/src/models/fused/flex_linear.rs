@@ -14,11 +14,11 @@
 //! element-wise passes on one thread (burn-flex 0.22.1's element-wise and
 //! reduction kernels have no rayon).
 
-use burn::tensor::{DType, Shape, TensorData};
+use burn::tensor::TensorData;
 use burn_flex::FlexTensor;
 use rayon::prelude::*;
 
-use super::flex_gemm::{add_blocks, dims, mat, matmul_rows, Dst, Mat, ROW_BLOCK};
+use super::flex_gemm::{add_blocks, dims, mat, matmul_rows, zeros_f32, Dst, Mat, ROW_BLOCK};
 use super::gelu::contiguous_f32;
 use super::LinearGrads;
 use burn::backend::Flex;
@@ -31,7 +31,7 @@ pub(super) fn forward(x: &FlexTensor, w: &FlexTensor, b: &FlexTensor) -> Option<
     if d != d2 || bias.len() != e || n == 0 || e == 0 {
         return None;
     }
-    let mut y = FlexTensor::empty(Shape::new([n, e]), DType::F32);
+    let mut y = zeros_f32([n, e]);
     let ys = y.storage_mut::<f32>();
     ys.par_chunks_mut(ROW_BLOCK * e).for_each(|rows| rows.chunks_exact_mut(e).for_each(|row| row.copy_from_slice(bias)));
     matmul_rows([n, e, d], Dst::rows(ys, e), true, xm, wm);
@@ -53,7 +53,7 @@ pub(super) fn backward(
     }
     let g = || Mat { data: gs, rs: e, cs: 1 };
     let product = |[m, cols, k]: [usize; 3], lhs: Mat, rhs: Mat| {
-        let mut out = FlexTensor::empty(Shape::new([m, cols]), DType::F32);
+        let mut out = zeros_f32([m, cols]);
         matmul_rows([m, cols, k], Dst::rows(out.storage_mut::<f32>(), cols), false, lhs, rhs);
         out
     };

@@ -10,11 +10,10 @@
 //! operations have no rayon). The statistics are two passes in f32 (the mean,
 //! then the centred squares), sums over 16 lanes.
 
-use burn::tensor::{DType, Shape};
 use burn_flex::FlexTensor;
 use rayon::prelude::*;
 
-use super::flex_gemm::{add_blocks, dims, ROW_BLOCK};
+use super::flex_gemm::{add_blocks, dims, zeros_f32, ROW_BLOCK};
 use super::gelu::contiguous_f32;
 use super::LnGrads;
 use burn::backend::Flex;
@@ -31,9 +30,9 @@ pub(super) fn forward(x: &FlexTensor, gamma: &FlexTensor, beta: &FlexTensor, eps
     }
     let mut stat = shape.clone();
     *stat.last_mut()? = 1;
-    let mut y = FlexTensor::empty(Shape::from(shape), DType::F32);
-    let mut mean = FlexTensor::empty(Shape::from(stat.clone()), DType::F32);
-    let mut rstd = FlexTensor::empty(Shape::from(stat), DType::F32);
+    let mut y = zeros_f32(shape);
+    let mut mean = zeros_f32(stat.clone());
+    let mut rstd = zeros_f32(stat);
     let (ys, ms, rs) = (y.storage_mut::<f32>(), mean.storage_mut::<f32>(), rstd.storage_mut::<f32>());
     ys.par_chunks_mut(ROW_BLOCK * d)
         .zip(ms.par_chunks_mut(ROW_BLOCK))
@@ -61,7 +60,7 @@ pub(super) fn backward(
     let width = if want_param_grads { 2 * d } else { 0 };
     let blocks = ms.len().div_ceil(ROW_BLOCK);
     let mut partials = vec![0f32; blocks * width.max(1)];
-    let mut dx = FlexTensor::empty(x.layout().shape().clone(), DType::F32);
+    let mut dx = zeros_f32(x.layout().shape().clone());
     dx.storage_mut::<f32>().par_chunks_mut(ROW_BLOCK * d).zip(partials.par_chunks_mut(width.max(1))).enumerate().for_each(
         |(i, (dx, part))| {
             let (rows, at) = (i * ROW_BLOCK..i * ROW_BLOCK + dx.len() / d, i * ROW_BLOCK * d..i * ROW_BLOCK * d + dx.len());

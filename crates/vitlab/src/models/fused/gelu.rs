@@ -21,6 +21,7 @@ use burn::backend::Flex;
 use burn::tensor::DType;
 use burn_flex::FlexTensor;
 
+use super::flex_gemm::zeros_f32;
 use super::FusedKernels;
 
 /// The autodiff node of [`super::VitOps::vit_gelu`]; it keeps the input.
@@ -43,7 +44,7 @@ impl<B: FusedKernels> Backward<B, 1> for GeluOp {
 pub(super) fn flex_forward(x: FlexTensor) -> FlexTensor {
     match contiguous_f32(&x) {
         Some(src) => {
-            let mut y = FlexTensor::empty(x.layout().shape().clone(), DType::F32);
+            let mut y = zeros_f32(x.layout().shape().clone());
             let out: &mut [f32] = y.storage_mut();
             in_parallel(&mut [out], &[src], |[y], [x]| kernels::forward(x, y));
             y
@@ -56,7 +57,7 @@ pub(super) fn flex_forward(x: FlexTensor) -> FlexTensor {
 pub(super) fn flex_backward(dy: FlexTensor, x: FlexTensor) -> FlexTensor {
     match (contiguous_f32(&x), contiguous_f32(&dy)) {
         (Some(xs), Some(gs)) if xs.len() == gs.len() => {
-            let mut dx = FlexTensor::empty(x.layout().shape().clone(), DType::F32);
+            let mut dx = zeros_f32(x.layout().shape().clone());
             let out: &mut [f32] = dx.storage_mut();
             in_parallel(&mut [out], &[xs, gs], |[dx], [x, dy]| kernels::backward(x, dy, dx));
             dx
