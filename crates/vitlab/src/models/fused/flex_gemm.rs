@@ -1,7 +1,8 @@
-//! What flex's hand-written operations (flex_conv.rs, flex_attn.rs) share: a
-//! strided matrix product through the `gemm` crate (the kernel burn-flex
-//! multiplies with), and a split of independent items (images, batch entries)
-//! into one contiguous group per thread of rayon's pool.
+//! What flex's hand-written operations (flex_conv.rs, flex_attn.rs,
+//! flex_linear.rs, flex_norm.rs, gelu.rs) share: a strided matrix product
+//! through the `gemm` crate (the kernel burn-flex multiplies with), split by
+//! output rows or over groups of independent items (images, batch entries), one
+//! per thread of rayon's pool, and the tensors their outputs are written into.
 
 use std::ops::Range;
 
