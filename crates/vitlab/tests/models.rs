@@ -9,8 +9,8 @@ use burn::tensor::{Device, Tensor};
 use common::{fixture_path, host};
 use vitlab::models::weights::{collect, load_file, read_safetensors, save_file, Layout};
 use vitlab::models::{
-    param_count, BlockVariant, Discriminator, DiscriminatorConfig, DiscriminatorKind, HeadKind, ModelConfig, Pool, Preset, Size,
-    Vit, VitUnet, VitUnetConfig,
+    param_count, BlockVariant, Discriminator, DiscriminatorConfig, DiscriminatorKind, HeadKind, Init, ModelConfig, Pool, Preset,
+    Size, Vit, VitUnet, VitUnetConfig,
 };
 use vitlab::util::Rng;
 use vitlab::Error;
@@ -164,6 +164,61 @@ fn save_then_load_reproduces_the_model_exactly() {
         // No temporary file is left beside it.
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert!(names.iter().all(|n| !n.to_string_lossy().contains(".tmp")), "{names:?}");
+    }
+}
+
+/// Mean and (population) standard deviation of a tensor's values.
+fn mean_std(v: &[f32]) -> (f64, f64) {
+    let n = v.len() as f64;
+    let mean = v.iter().map(|&x| x as f64).sum::<f64>() / n;
+    (mean, (v.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n).sqrt())
+}
+
+/// Each `model.init` starts the weights at the scale docs/MODELS.md states, the
+/// scale a user reproducing timm, the paper's code or Lee et al.'s code expects:
+/// every Linear weight's spread from its fan-in and fan-out, zero biases where
+/// stated, unit norms, and the position embedding's and class token's spread.
+/// Tolerances are about 5 standard errors of a sample std (the smallest tensor,
+/// the 10 x 192 head, has 1,920 values; the class token 192).
+#[test]
+fn each_init_starts_the_weights_at_its_documented_scale() {
+    let device = device();
+    for init in [Init::Timm, Init::Paper, Init::Xavier] {
+        let mut c = ModelConfig::new(BlockVariant::Vit, Size::Tiny).with_image(32, 4);
+        c.depth = 2;
+        c.init = init;
+        let m = collect(&Vit::seeded(&c, &device, 7).unwrap());
+        let mut linears = 0;
+        for (name, t) in &m {
+            let (mean, std) = mean_std(&t.data);
+            if name.ends_with(".weight") && t.shape.len() == 2 {
+                linears += 1;
+                let (fan_out, fan_in) = (t.shape[0] as f64, t.shape[1] as f64);
+                let want = match init {
+                    Init::Timm => 0.02,
+                    Init::Paper => (1.0 / (3.0 * fan_in)).sqrt(),
+                    Init::Xavier => (2.0 / (fan_in + fan_out)).sqrt(),
+                };
+                assert!((std / want - 1.0).abs() < 0.08, "{init:?} {name}: std {std}, expected {want}");
+                assert!(mean.abs() < 0.15 * want, "{init:?} {name}: mean {mean}");
+                let bias = &m[&name.replace(".weight", ".bias")].data;
+                let bound = 1.0 / fan_in.sqrt();
+                match init {
+                    Init::Paper => {
+                        assert!(bias.iter().all(|b| (*b as f64).abs() <= bound) && bias.iter().any(|b| *b != 0.0), "{name}")
+                    }
+                    _ => assert!(bias.iter().all(|b| *b == 0.0), "{init:?} {name}: biases not zero"),
+                }
+            } else if name.ends_with(".weight") {
+                assert!(t.data.iter().all(|v| *v == 1.0), "{init:?} {name}: a norm's scale starts at 1");
+            }
+        }
+        assert_eq!(linears, 2 + 4 * 2, "{init:?}: patch embedding, head, and qkv/proj/fc1/fc2 per block");
+        let (pos, cls) = (mean_std(&m["pos_embed"].data).1, mean_std(&m["cls_token"].data).1);
+        match init {
+            Init::Timm => assert!((pos / 0.02 - 1.0).abs() < 0.05 && cls < 1e-5, "{pos} {cls}"),
+            _ => assert!((pos - 1.0).abs() < 0.05 && (cls - 1.0).abs() < 0.3, "{init:?}: {pos} {cls}"),
+        }
     }
 }
 

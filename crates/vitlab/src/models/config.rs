@@ -127,8 +127,11 @@ pub enum Init {
     Timm,
     /// PyTorch default Linear init, N(0, 1) position embedding and cls token.
     Paper,
+    /// Xavier-normal Linear weights, zero biases, N(0, 1) position embedding and
+    /// cls token: Lee, Lee & Song's vit.py (`self.apply(init_weights)`).
+    Xavier,
 }
-named_enum!(Init, "model.init", { Timm => "timm", Paper => "paper" });
+named_enum!(Init, "model.init", { Timm => "timm", Paper => "paper", Xavier => "xavier" });
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -76,8 +76,10 @@ pub(crate) fn linear(init: Init, d_in: usize, d_out: usize, bias: bool, device: 
         // which is burn's default Linear initializer too.
         Init::Paper => config.init(device),
         Init::Timm => config.with_initializer(Initializer::Normal { mean: 0.0, std: 0.02 }).init(device),
+        // N(0, 2 / (fan_in + fan_out)), as torch.nn.init.xavier_normal_.
+        Init::Xavier => config.with_initializer(Initializer::XavierNormal { gain: 1.0 }).init(device),
     };
-    if init == Init::Timm {
+    if init != Init::Paper {
         layer.bias = layer.bias.map(|b| Param::from_tensor(Tensor::zeros(b.dims(), device)));
     }
     layer

@@ -363,11 +363,11 @@ impl Vit {
         c.validate()?;
         let d = c.dim;
         let embed_std = match c.init {
-            Init::Paper => 1.0,
+            Init::Paper | Init::Xavier => 1.0,
             Init::Timm => 0.02,
         };
         let cls_std = match c.init {
-            Init::Paper => 1.0,
+            Init::Paper | Init::Xavier => 1.0,
             Init::Timm => 1e-6,
         };
         let normal =

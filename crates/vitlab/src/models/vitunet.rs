@@ -328,7 +328,7 @@ impl VitUnet {
     fn build(c: &VitUnetConfig, device: &Device) -> Result<Self> {
         c.validate()?;
         let pos_std = match c.init {
-            Init::Paper => 1.0,
+            Init::Paper | Init::Xavier => 1.0,
             Init::Timm => 0.02,
         };
         let k = c.stage_depth();
