@@ -12,6 +12,7 @@ use vitlab::models::{
     param_count, BlockVariant, Discriminator, DiscriminatorConfig, DiscriminatorKind, HeadKind, Init, ModelConfig, Pool, Preset,
     Size, Vit, VitUnet, VitUnetConfig,
 };
+use vitlab::stats;
 use vitlab::util::Rng;
 use vitlab::Error;
 
@@ -167,11 +168,10 @@ fn save_then_load_reproduces_the_model_exactly() {
     }
 }
 
-/// Mean and (population) standard deviation of a tensor's values.
+/// Mean and standard deviation of a tensor's values (vitlab::stats).
 fn mean_std(v: &[f32]) -> (f64, f64) {
-    let n = v.len() as f64;
-    let mean = v.iter().map(|&x| x as f64).sum::<f64>() / n;
-    (mean, (v.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n).sqrt())
+    let v: Vec<f64> = v.iter().map(|&x| x as f64).collect();
+    (stats::mean(&v), stats::std_dev(&v))
 }
 
 /// Each `model.init` starts the weights at the scale docs/MODELS.md states, the
