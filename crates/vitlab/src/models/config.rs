@@ -133,6 +133,24 @@ pub enum Init {
 }
 named_enum!(Init, "model.init", { Timm => "timm", Paper => "paper", Xavier => "xavier" });
 
+impl Init {
+    /// Standard deviation of the normal the position embedding starts from.
+    pub fn pos_embed_std(self) -> f64 {
+        match self {
+            Init::Paper | Init::Xavier => 1.0,
+            Init::Timm => 0.02,
+        }
+    }
+
+    /// Standard deviation of the normal the cls token starts from.
+    pub fn cls_token_std(self) -> f64 {
+        match self {
+            Init::Paper | Init::Xavier => 1.0,
+            Init::Timm => 1e-6,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Preset {

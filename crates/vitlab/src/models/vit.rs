@@ -362,14 +362,7 @@ impl Vit {
     fn build(c: &ModelConfig, device: &Device) -> Result<Self> {
         c.validate()?;
         let d = c.dim;
-        let embed_std = match c.init {
-            Init::Paper | Init::Xavier => 1.0,
-            Init::Timm => 0.02,
-        };
-        let cls_std = match c.init {
-            Init::Paper | Init::Xavier => 1.0,
-            Init::Timm => 1e-6,
-        };
+        let (embed_std, cls_std) = (c.init.pos_embed_std(), c.init.cls_token_std());
         let normal =
             |shape: [usize; 3], std: f64| Param::from_tensor(Tensor::random(shape, Distribution::Normal(0.0, std), device));
         let block_config = BlockConfig::from_model(c);

@@ -327,10 +327,7 @@ impl VitUnet {
 
     fn build(c: &VitUnetConfig, device: &Device) -> Result<Self> {
         c.validate()?;
-        let pos_std = match c.init {
-            Init::Paper | Init::Xavier => 1.0,
-            Init::Timm => 0.02,
-        };
+        let pos_std = c.init.pos_embed_std();
         let k = c.stage_depth();
         let patch = c.patch_size * c.patch_size * c.channels;
         Ok(VitUnet {
