@@ -43,7 +43,12 @@ pub struct EpochRow {
     pub train_loss: f64,
     pub train_acc: f64,
     pub val_loss: f64,
+    /// Validation accuracy of the weights the run validates with: the EMA's when
+    /// `ema.decay > 0`, the trained weights' otherwise.
     pub val_acc: f64,
+    /// With an EMA, the trained weights' own validation accuracy
+    /// (`model_val_acc`); NaN for a run without one.
+    pub model_val_acc: f64,
 }
 
 /// Where a run stands.
@@ -142,10 +147,17 @@ pub fn read_blocks(run: &RunDir) -> Result<Vec<BlockStep>> {
 }
 
 pub fn read_epochs(run: &RunDir) -> Result<Vec<EpochRow>> {
-    Ok(read_columns(&run.metrics(), &["epoch", "train_loss", "train_acc", "val_loss", "val_acc"])?
+    Ok(read_columns(&run.metrics(), &["epoch", "train_loss", "train_acc", "val_loss", "val_acc", "model_val_acc"])?
         .into_iter()
         .filter(|r| r[0].is_finite())
-        .map(|r| EpochRow { epoch: r[0] as usize, train_loss: r[1], train_acc: r[2], val_loss: r[3], val_acc: r[4] })
+        .map(|r| EpochRow {
+            epoch: r[0] as usize,
+            train_loss: r[1],
+            train_acc: r[2],
+            val_loss: r[3],
+            val_acc: r[4],
+            model_val_acc: r[5],
+        })
         .collect())
 }
 
@@ -345,5 +357,26 @@ mod tests {
         );
         // no blocks.csv (monitor.block_every = 0): nothing
         assert!(read_blocks(&RunDir::new(dir.path().join("none"))).unwrap().is_empty());
+    }
+
+    #[test]
+    fn epochs_keep_the_trained_weights_accuracy_beside_the_emas_and_nan_without_an_ema() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::new(dir.path());
+        let ema_header =
+            "epoch,step,train_loss,train_acc,val_loss,val_acc,model_val_loss,model_val_acc,lr,seconds,images_per_s\n";
+        fs::write(run.metrics(), format!("{ema_header}1,10,2.0,0.2,1.9,0.25,1.8,0.3,1e-3,5,100\n")).unwrap();
+        let e = read_epochs(&run).unwrap();
+        assert_eq!(e.len(), 1);
+        assert_eq!((e[0].epoch, e[0].val_acc, e[0].model_val_acc), (1, 0.25, 0.3));
+        // a run without an EMA has no model_val_* columns
+        fs::write(
+            run.metrics(),
+            "epoch,step,train_loss,train_acc,val_loss,val_acc,lr,seconds,images_per_s\n2,20,1.5,0.4,1.4,0.45,1e-3,5,100\n",
+        )
+        .unwrap();
+        let e = read_epochs(&run).unwrap();
+        assert_eq!((e[0].epoch, e[0].val_acc), (2, 0.45));
+        assert!(e[0].model_val_acc.is_nan());
     }
 }

@@ -1,6 +1,7 @@
 //! The training curves: the classification report's training loss per step
-//! (window means) and validation accuracy per epoch of every run, and the
-//! CycleGAN report's generators' loss per epoch of every run.
+//! (window means) and validation accuracy per epoch of every run (with an EMA,
+//! the EMA's solid and the trained weights' dashed), and the CycleGAN report's
+//! generators' loss per epoch of every run.
 
 use std::path::Path;
 
@@ -18,8 +19,11 @@ struct CurveSeries {
     first_of_cell: bool,
     /// (step, mean training loss over a window of steps), finite values only.
     loss: Vec<(f64, f64)>,
-    /// (epoch, validation accuracy).
+    /// (epoch, validation accuracy) of the weights the run validates with (the EMA's
+    /// when it keeps one).
     val: Vec<(f64, f64)>,
+    /// With an EMA, (epoch, the trained weights' validation accuracy); empty without.
+    model_val: Vec<(f64, f64)>,
 }
 
 pub(super) struct Curves {
@@ -52,6 +56,12 @@ impl Curves {
                     run.steps.iter().map(|s| (s.step as f64, s.loss)).filter(|p| p.1.is_finite() && p.1 > 0.0).collect();
                 let val: Vec<(f64, f64)> =
                     run.epochs.iter().filter(|e| e.val_acc.is_finite()).map(|e| (e.epoch as f64, e.val_acc)).collect();
+                let model_val: Vec<(f64, f64)> = run
+                    .epochs
+                    .iter()
+                    .filter(|e| e.model_val_acc.is_finite())
+                    .map(|e| (e.epoch as f64, e.model_val_acc))
+                    .collect();
                 if steps.is_empty() && val.is_empty() {
                     continue;
                 }
@@ -61,6 +71,7 @@ impl Curves {
                     first_of_cell: first,
                     loss: window_means(&steps, window),
                     val,
+                    model_val,
                 });
                 first = false;
             }
@@ -148,10 +159,22 @@ impl Curves {
                 continue;
             }
             let c = color(s.cell);
+            let ema = !s.model_val.is_empty();
             let drawn = chart.draw_series(LineSeries::new(s.val.iter().copied(), c.stroke_width(2))).map_err(err)?;
             if s.first_of_cell {
                 labelled = true;
-                drawn.label(s.label.clone()).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3)));
+                let label = if ema { format!("{} (EMA)", s.label) } else { s.label.clone() };
+                drawn.label(label).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3)));
+            }
+            if ema {
+                let dashed = chart
+                    .draw_series(DashedLineSeries::new(s.model_val.iter().copied(), 6, 4, c.stroke_width(2)))
+                    .map_err(err)?;
+                if s.first_of_cell {
+                    dashed
+                        .label(format!("{} (trained weights)", s.label))
+                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 7, y)], c.stroke_width(3)));
+                }
             }
             if s.val.len() <= 30 {
                 chart.draw_series(s.val.iter().map(|&p| Circle::new(p, 3, c.filled()))).map_err(err)?;

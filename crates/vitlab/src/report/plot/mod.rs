@@ -192,7 +192,8 @@ pub fn draw_all(report: &Report, dir: &Path) -> Result<Vec<Figure>> {
         render(&curves, "curves", (1500, 560), dir)?;
         out.push(Figure {
             name: "curves".into(),
-            caption: "Training loss (mean over windows of steps; log axis when a run's loss grew over 20-fold) and validation accuracy per epoch of every run"
+            caption: "Training loss (mean over windows of steps; log axis when a run's loss grew over 20-fold) and validation accuracy per epoch of every run \
+                      (a run with an EMA: the EMA's solid, the trained weights' dashed)"
                 .into(),
         });
     }
